@@ -1,0 +1,128 @@
+package redlock
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultLeaseDuration is the lease TTL when Config.LeaseDuration is zero.
+	DefaultLeaseDuration = 10 * time.Second
+	// DefaultClockDriftFactor is the drift factor when Config.ClockDriftFactor
+	// is zero.
+	DefaultClockDriftFactor = 0.01
+	// DefaultMaxNodeCallTimeout caps the default NodeCallTimeout.
+	DefaultMaxNodeCallTimeout = 5 * time.Second
+	// DefaultKeyPrefix is the key prefix when Config.KeyPrefix is empty.
+	DefaultKeyPrefix = "redlock:"
+	// MaxResourceLen is the longest resource name, in bytes.
+	MaxResourceLen = 1024
+	// MaxOwnerLen is the longest owner label, in bytes.
+	MaxOwnerLen = 256
+	// MinLeaseDuration is the shortest lease duration New accepts.
+	MinLeaseDuration = 10 * time.Millisecond
+
+	// driftFloor is added to every drift allowance (the Redis distlock rule).
+	driftFloor = 2 * time.Millisecond
+)
+
+// Config configures a Locker. The zero value of every field means its
+// default; New rejects invalid values with an error wrapping ErrInvalidConfig.
+type Config struct {
+	// LeaseDuration is the TTL set on the nodes at every acquisition and
+	// renewal. Defaults to DefaultLeaseDuration; must be at least
+	// MinLeaseDuration.
+	LeaseDuration time.Duration
+	// ClockDriftFactor is the fraction of LeaseDuration held back for the
+	// difference in clock rates between this process and the nodes: a lease
+	// is valid for LeaseDuration - (ceil(LeaseDuration*ClockDriftFactor)+2ms)
+	// from the start of its attempt. Defaults to DefaultClockDriftFactor;
+	// must be in (0, 1).
+	ClockDriftFactor float64
+	// NodeCallTimeout bounds every call to one node. Defaults to the smaller
+	// of DefaultMaxNodeCallTimeout and LeaseDuration/3; must be below the
+	// lease's validity.
+	NodeCallTimeout time.Duration
+	// NewBackOff makes a fresh retry policy for each Acquire and each renewal
+	// cycle. Defaults to exponential backoff from 100ms to 1s with jitter and
+	// no elapsed-time limit (the caller's context and the lease's validity
+	// bound the retries).
+	NewBackOff func() backoff.BackOff
+	// KeyPrefix is prepended to every key. Defaults to DefaultKeyPrefix.
+	KeyPrefix string
+	// Owner is a label stored with every lock so that operators can see who
+	// holds it; it is not used for ownership checks. Defaults to
+	// "hostname:pid"; at most MaxOwnerLen bytes.
+	Owner string
+}
+
+// drift is the validity held back for clock drift.
+func (c Config) drift() time.Duration {
+	return time.Duration(math.Ceil(float64(c.LeaseDuration)*c.ClockDriftFactor)) + driftFloor
+}
+
+// validity is how long a lease lasts from the start of its attempt.
+func (c Config) validity() time.Duration { return c.LeaseDuration - c.drift() }
+
+func defaultBackOff() backoff.BackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(0),
+	)
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+// withDefaults fills in zero values and validates every field.
+func (c Config) withDefaults() (Config, error) {
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.LeaseDuration < MinLeaseDuration {
+		return c, fmt.Errorf("%w: LeaseDuration %s is below the minimum %s", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration)
+	}
+	if c.ClockDriftFactor == 0 {
+		c.ClockDriftFactor = DefaultClockDriftFactor
+	}
+	if !(c.ClockDriftFactor > 0 && c.ClockDriftFactor < 1) { // also rejects NaN
+		return c, fmt.Errorf("%w: ClockDriftFactor %v is outside (0, 1)", ErrInvalidConfig, c.ClockDriftFactor)
+	}
+	if c.validity() <= 0 {
+		return c, fmt.Errorf("%w: LeaseDuration %s leaves no validity after the drift allowance %s", ErrInvalidConfig, c.LeaseDuration, c.drift())
+	}
+	if c.NodeCallTimeout == 0 {
+		c.NodeCallTimeout = min(DefaultMaxNodeCallTimeout, c.LeaseDuration/3)
+	}
+	if c.NodeCallTimeout < 0 {
+		return c, fmt.Errorf("%w: NodeCallTimeout %s is negative", ErrInvalidConfig, c.NodeCallTimeout)
+	}
+	if c.NodeCallTimeout >= c.validity() {
+		return c, fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
+	}
+	if c.NewBackOff == nil {
+		c.NewBackOff = defaultBackOff
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	if len(c.Owner) > MaxOwnerLen {
+		return c, fmt.Errorf("%w: Owner is %d bytes, over the limit of %d", ErrInvalidConfig, len(c.Owner), MaxOwnerLen)
+	}
+	return c, nil
+}

@@ -1,0 +1,109 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotAcquired means the lock is held by someone else: not enough nodes
+	// granted it in one attempt. The error that wraps it is an *AcquireError.
+	ErrNotAcquired = errors.New("redlock: lock not acquired")
+	// ErrNoQuorum means no majority of nodes answered; the per-node errors
+	// are joined into the error that wraps it.
+	ErrNoQuorum = errors.New("redlock: no majority of nodes reachable")
+	// ErrLeaseLost is the cause of a lease's Context when automatic renewal
+	// could not keep the lease, and is wrapped by operations on a lost lease.
+	ErrLeaseLost = errors.New("redlock: lease lost")
+	// ErrLeaseReleased is the cause of a lease's Context after Release.
+	ErrLeaseReleased = errors.New("redlock: lease released")
+	// ErrInvalidConfig wraps every rejected Config value, node list or URL.
+	ErrInvalidConfig = errors.New("redlock: invalid configuration")
+	// ErrInvalidResource wraps every rejected resource name or token.
+	ErrInvalidResource = errors.New("redlock: invalid resource")
+	// ErrNotHeld means a renew or release by token found the token holding
+	// the lock on fewer than a majority of nodes.
+	ErrNotHeld = errors.New("redlock: lock not held by this token")
+	// ErrWrongType means a lock or fence key holds data that is not
+	// redlock's (someone else's key under the prefix). The data is left as is.
+	ErrWrongType = errors.New("redlock: key holds a value of the wrong type")
+	// ErrClosed is returned by a Locker after Close.
+	ErrClosed = errors.New("redlock: locker closed")
+
+	errBadReply = errors.New("redlock: unexpected script reply")
+)
+
+// NodeError is the failure of one call to one node. Addr never holds a
+// password.
+type NodeError struct {
+	Addr string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "node " + e.Addr + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// AcquireError describes a failed acquisition attempt. It wraps
+// ErrNotAcquired (the lock is busy, or the attempt ran out of validity) or
+// ErrNoQuorum (no majority answered), and the per-node errors.
+type AcquireError struct {
+	// Resource is the resource that was asked for.
+	Resource string
+	// Granted, Needed and Total count the nodes that granted the lock, the
+	// quorum, and all nodes.
+	Granted, Needed, Total int
+	// Refused lists the nodes that answered that the lock is held.
+	Refused []string
+	// HolderTTL is the longest remaining TTL of the current holder among the
+	// refusing nodes; zero when unknown.
+	HolderTTL time.Duration
+	// Reason says why, in words, when it was not only a count of grants.
+	Reason string
+	// NodeErrors holds one *NodeError per node that failed.
+	NodeErrors []error
+
+	kind error
+}
+
+func (e *AcquireError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %q: granted by %d of %d nodes, %d needed", e.kind, e.Resource, e.Granted, e.Total, e.Needed)
+	if e.Reason != "" {
+		b.WriteString(" (" + e.Reason + ")")
+	}
+	if len(e.Refused) > 0 {
+		fmt.Fprintf(&b, "; held on %s", strings.Join(e.Refused, ","))
+		if e.HolderTTL > 0 {
+			fmt.Fprintf(&b, " for %s more", e.HolderTTL.Round(time.Millisecond))
+		} else if e.HolderTTL < 0 {
+			b.WriteString(" with no expiry")
+		}
+	}
+	b.WriteString(nodeErrors(e.NodeErrors).Error())
+	return b.String()
+}
+
+// Unwrap returns the sentinel (ErrNotAcquired or ErrNoQuorum) and the node
+// errors, for errors.Is and errors.As.
+func (e *AcquireError) Unwrap() []error {
+	return append([]error{e.kind}, e.NodeErrors...)
+}
+
+// nodeErrors formats per-node errors on one line, each after "; ", and
+// unwraps to them for errors.Is and errors.As. Empty, it formats as "".
+type nodeErrors []error
+
+func (es nodeErrors) Error() string {
+	var b strings.Builder
+	for _, err := range es {
+		b.WriteString("; " + err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the node errors.
+func (es nodeErrors) Unwrap() []error { return es }

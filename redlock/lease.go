@@ -1,0 +1,230 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
+)
+
+// Lease is a held lock on one resource. It is renewed automatically in the
+// background until Release, until its Locker is closed, or until renewal
+// fails to keep a majority of nodes within the lease's validity; then the
+// lease is lost and its Context ends with cause ErrLeaseLost, before
+// ValidUntil. A Lease is safe for concurrent use.
+//
+// Work guarded by the lease should use Context, and every write to the
+// protected resource should carry Fence, which the resource checks (package
+// fencing): a process that was paused past its lease cannot know it, but the
+// resource can.
+type Lease struct {
+	locker   *Locker
+	resource string
+	key      string
+	token    string
+	fence    fencing.Token
+	granted  []string
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// done is closed when the renewal loop has stopped and the lock has been
+	// released on the nodes; releaseErr is its outcome.
+	done       chan struct{}
+	releaseErr error
+
+	// acquiring counts the acquisition's node calls still running; the lock
+	// is released only after they finish, so no late grant can outlive it.
+	acquiring     sync.WaitGroup
+	cancelAcquire context.CancelFunc
+
+	mu            sync.Mutex
+	validUntil    time.Time
+	releaseCalled bool
+}
+
+func newLease(l *Locker, resource, token string) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Lease{
+		locker:   l,
+		resource: resource,
+		key:      l.Key(resource),
+		token:    token,
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+	}
+}
+
+// Resource returns the name of the locked resource.
+func (ls *Lease) Resource() string { return ls.resource }
+
+// Token returns the lease's random 128-bit token, hex encoded. The token is
+// a secret in the sense that whoever has it can renew and release the lock.
+func (ls *Lease) Token() string { return ls.token }
+
+// Fence returns the lease's fencing token. It is greater than the fencing
+// token of every lease on the same resource whose acquisition completed
+// before this one began (DESIGN.md §5), provided the nodes keep their data
+// across restarts.
+func (ls *Lease) Fence() fencing.Token { return ls.fence }
+
+// Granted returns the addresses of the nodes that granted the lease when it
+// was acquired (at least a majority).
+func (ls *Lease) Granted() []string { return append([]string(nil), ls.granted...) }
+
+// ValidUntil returns the instant, on this process's monotonic clock, until
+// which the lease is guaranteed to be held: the start of the latest
+// successful acquisition or renewal plus LeaseDuration minus the drift
+// allowance. Context ends before this instant if renewal fails.
+func (ls *Lease) ValidUntil() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.validUntil
+}
+
+// Context returns a context that ends when the lease is lost (cause
+// ErrLeaseLost) or released (cause ErrLeaseReleased); see context.Cause.
+func (ls *Lease) Context() context.Context { return ls.ctx }
+
+// Release stops renewal and deletes the lock on every node. It returns nil
+// when a majority deleted it; an error wrapping ErrLeaseLost when the lease
+// had already been lost or had expired; an error wrapping ErrNoQuorum when
+// no majority could be reached (the lock then expires by its TTL); and an
+// error wrapping ErrLeaseReleased when called again. If ctx ends first,
+// Release returns ctx's error and the release completes in the background.
+func (ls *Lease) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	again := ls.releaseCalled
+	ls.releaseCalled = true
+	expired := !time.Now().Before(ls.validUntil)
+	ls.mu.Unlock()
+	if again {
+		return fmt.Errorf("%w: %q was already released", ErrLeaseReleased, ls.resource)
+	}
+	if expired {
+		ls.cancel(ErrLeaseLost)
+	}
+	ls.cancel(ErrLeaseReleased) // no effect if the lease was lost first
+	select {
+	case <-ls.done:
+	case <-ctx.Done():
+		return fmt.Errorf("redlock: release %q: %w", ls.resource, ctx.Err())
+	}
+	if context.Cause(ls.ctx) == ErrLeaseLost {
+		return fmt.Errorf("%w: %q was lost before Release", ErrLeaseLost, ls.resource)
+	}
+	return ls.releaseErr
+}
+
+func (ls *Lease) setValidUntil(t time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.validUntil = t
+}
+
+// lossGuard is how long before ValidUntil a lease whose renewal is failing
+// is declared lost, so that Context ends strictly before the lock can
+// expire on the nodes despite timer and scheduling delays.
+func lossGuard(validity time.Duration) time.Duration {
+	return max(time.Millisecond, validity/20)
+}
+
+// renewLoop renews the lease with a third of its validity left, until the
+// lease is released or lost; then it releases the lock on every node.
+func (ls *Lease) renewLoop() {
+	l := ls.locker
+	defer l.bg.Done()
+	defer close(ls.done)
+	defer l.forget(ls)
+
+	validity := l.cfg.validity()
+	for ls.ctx.Err() == nil {
+		validUntil := ls.ValidUntil()
+		t := time.NewTimer(time.Until(validUntil.Add(-validity / 3)))
+		select {
+		case <-ls.ctx.Done():
+			t.Stop()
+		case <-t.C:
+			next, ok, calls := ls.renewCycle(validUntil.Add(-lossGuard(validity)))
+			if ok {
+				ls.setValidUntil(next)
+			} else {
+				ls.cancel(ErrLeaseLost) // first, before waiting for anything
+			}
+			calls.Wait()
+		}
+	}
+
+	ls.acquiring.Wait()
+	ls.cancelAcquire()
+	t := ls.releaseNodes(context.Background())
+	switch {
+	case t.yes >= l.quorum:
+	case t.yes+t.no >= l.quorum:
+		ls.releaseErr = fmt.Errorf("%w: %q had expired on %d of %d nodes before release", ErrLeaseLost, ls.resource, t.no, len(l.nodes))
+	default:
+		ls.releaseErr = fmt.Errorf("%w: release %q: %d of %d nodes answered, %d needed; the lock expires by its TTL%w", ErrNoQuorum, ls.resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
+	}
+}
+
+// renewCycle tries to renew the lease on a majority before lossAt, retrying
+// with backoff. It reports the new validity, whether it succeeded, and the
+// calls still running (which the caller waits for after acting on the
+// outcome).
+func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool, *sync.WaitGroup) {
+	l := ls.locker
+	ctx, cancel := context.WithDeadline(ls.ctx, lossAt)
+	defer cancel()
+	calls := new(sync.WaitGroup)
+	b := l.cfg.NewBackOff()
+	b.Reset()
+	n := len(l.nodes)
+	for {
+		start := time.Now()
+		replies := fanout(l, ctx, l.allIdxs(), calls, func(ctx context.Context, node Node) (bool, error) {
+			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
+		})
+		yes, no := 0, 0
+		for received := 0; received < n && yes < l.quorum && no <= n-l.quorum; received++ {
+			select {
+			case r := <-replies:
+				if r.err == nil && r.val {
+					yes++
+				} else if r.err == nil {
+					no++
+				}
+			case <-ctx.Done():
+				return time.Time{}, false, calls
+			}
+		}
+		switch {
+		case yes >= l.quorum && time.Now().Before(lossAt):
+			return start.Add(l.cfg.validity()), true, calls
+		case no > n-l.quorum:
+			return time.Time{}, false, calls // a majority says it is not ours
+		}
+		wait := b.NextBackOff()
+		if wait < 0 {
+			return time.Time{}, false, calls
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return time.Time{}, false, calls
+		case <-t.C:
+		}
+	}
+}
+
+// releaseNodes deletes the lock on every node (where this token holds it)
+// and waits for all answers.
+func (ls *Lease) releaseNodes(ctx context.Context) tally {
+	l := ls.locker
+	var wg sync.WaitGroup
+	return collectAll(fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
+		return n.Release(ctx, ls.key, ls.token)
+	}), len(l.nodes))
+}

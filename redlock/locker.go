@@ -1,0 +1,490 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/e6344662/go-redlock/fencing"
+)
+
+// Locker grants leases on named resources over a fixed set of independent
+// nodes. A lease is granted when a majority (N/2+1) of the nodes grant it
+// within its validity. A Locker is safe for concurrent use.
+//
+// The node set must be the same in every process that locks the same
+// resources: changing it while locks are held breaks mutual exclusion.
+type Locker struct {
+	cfg    Config
+	nodes  []Node
+	quorum int
+
+	mu     sync.Mutex
+	closed bool
+	leases map[*Lease]struct{}
+	// bg counts background goroutines (renewal loops, clean-ups); Close
+	// waits for them.
+	bg sync.WaitGroup
+}
+
+// New returns a Locker over nodes. It rejects an empty node list, nil or
+// duplicate nodes (one server must not count twice toward the quorum), and
+// invalid Config values, with errors wrapping ErrInvalidConfig.
+func New(nodes []Node, cfg Config) (*Locker, error) {
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w: no nodes", ErrInvalidConfig)
+	}
+	seen := make(map[string]bool, len(nodes))
+	for i, n := range nodes {
+		if n == nil {
+			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidConfig, i)
+		}
+		if seen[n.Addr()] {
+			return nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", ErrInvalidConfig, n.Addr())
+		}
+		seen[n.Addr()] = true
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{
+		cfg:    cfg,
+		nodes:  append([]Node(nil), nodes...),
+		quorum: len(nodes)/2 + 1,
+		leases: make(map[*Lease]struct{}),
+	}, nil
+}
+
+// Config returns the Locker's configuration with defaults filled in.
+func (l *Locker) Config() Config { return l.cfg }
+
+// Quorum returns how many nodes must agree: N/2+1.
+func (l *Locker) Quorum() int { return l.quorum }
+
+// Key returns the lock key of resource on every node: KeyPrefix + "{" +
+// resource + "}". The fence counter is Key + ":fence" and the release
+// channel Key + ":released".
+func (l *Locker) Key(resource string) string { return l.cfg.KeyPrefix + "{" + resource + "}" }
+
+// checkResource rejects names the Locker will not lock.
+func checkResource(resource string) error {
+	if resource == "" {
+		return fmt.Errorf("%w: empty resource name", ErrInvalidResource)
+	}
+	if len(resource) > MaxResourceLen {
+		return fmt.Errorf("%w: resource name is %d bytes, over the limit of %d", ErrInvalidResource, len(resource), MaxResourceLen)
+	}
+	return nil
+}
+
+// newToken draws a fresh 128-bit token from crypto/rand, hex encoded.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// checkToken rejects strings that are not a token drawn by newToken.
+func checkToken(token string) error {
+	if len(token) != 32 {
+		return fmt.Errorf("%w: token must be 32 hex digits, got %d characters", ErrInvalidResource, len(token))
+	}
+	if _, err := hex.DecodeString(token); err != nil {
+		return fmt.Errorf("%w: token must be 32 hex digits", ErrInvalidResource)
+	}
+	return nil
+}
+
+// Acquire waits until it holds a lease on resource or ctx ends. Between
+// attempts it backs off with Config.NewBackOff, never longer than the
+// holder's remaining TTL. When ctx ends first, the error wraps ctx.Err() and
+// describes the last attempt; it is never reported as ErrNotAcquired.
+func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
+	if err := checkResource(resource); err != nil {
+		return nil, err
+	}
+	b := l.cfg.NewBackOff()
+	b.Reset()
+	for {
+		lease, err := l.attempt(ctx, resource)
+		if err == nil {
+			return lease, nil
+		}
+		var ae *AcquireError
+		if !errors.As(err, &ae) {
+			return nil, err // closed, cancelled, or a bug in a Node
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return nil, err
+		}
+		if ae.HolderTTL > 0 && ae.HolderTTL < wait {
+			wait = ae.HolderTTL
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// TryAcquire makes exactly one attempt to acquire resource. When the lock is
+// busy the error wraps ErrNotAcquired and is an *AcquireError.
+func (l *Locker) TryAcquire(ctx context.Context, resource string) (*Lease, error) {
+	if err := checkResource(resource); err != nil {
+		return nil, err
+	}
+	return l.attempt(ctx, resource)
+}
+
+// reply is one node's answer in a fan-out.
+type reply[T any] struct {
+	idx int
+	val T
+	err error
+}
+
+// fanout calls fn on the nodes with the given indexes, in parallel, each call
+// bounded by NodeCallTimeout under ctx. Replies arrive on the returned
+// channel, which has room for all of them; wg.Done runs after each call.
+func fanout[T any](l *Locker, ctx context.Context, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) <-chan reply[T] {
+	out := make(chan reply[T], len(idxs))
+	wg.Add(len(idxs))
+	for _, i := range idxs {
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
+			v, err := fn(cctx, l.nodes[i])
+			cancel()
+			if err != nil {
+				err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
+			}
+			out <- reply[T]{idx: i, val: v, err: err}
+		}()
+	}
+	return out
+}
+
+func (l *Locker) allIdxs() []int {
+	idxs := make([]int, len(l.nodes))
+	for i := range idxs {
+		idxs[i] = i
+	}
+	return idxs
+}
+
+// attempt makes one acquisition attempt (DESIGN.md §4, §5).
+func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+	}
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	ls := newLease(l, resource, newToken())
+	start := time.Now()
+	validUntil := start.Add(l.cfg.validity())
+	ls.validUntil = validUntil
+
+	// Node calls run on their own context so that the caller's cancellation
+	// after success does not cut short calls still pending; the validity
+	// deadline bounds them, and failure cancels them.
+	opCtx, cancelOp := context.WithDeadline(context.WithoutCancel(ctx), validUntil)
+	expired := time.NewTimer(time.Until(validUntil))
+	defer expired.Stop()
+	// A client that ignores context deadlines must not hold the attempt up
+	// past NodeCallTimeout: unanswered nodes then count as failed.
+	slow := time.NewTimer(l.cfg.NodeCallTimeout + time.Millisecond)
+	defer slow.Stop()
+
+	n := len(l.nodes)
+	replies := fanout(l, opCtx, l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
+		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
+	})
+	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: n}
+	var granted []int
+	counters := make(map[int]fencing.Token, n)
+	var failure error
+	answered := 0
+collect:
+	for received := 0; received < n; {
+		select {
+		case r := <-replies:
+			received++
+			switch {
+			case r.err != nil:
+				ae.NodeErrors = append(ae.NodeErrors, r.err)
+			case r.val.OK:
+				answered++
+				granted = append(granted, r.idx)
+				counters[r.idx] = r.val.Counter
+			default:
+				answered++
+				ae.Refused = append(ae.Refused, l.nodes[r.idx].Addr())
+				if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
+					ae.HolderTTL = r.val.HolderTTL
+				}
+			}
+			if len(granted) >= l.quorum || n-(received-len(granted)) < l.quorum {
+				break collect
+			}
+		case <-ctx.Done():
+			failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
+			break collect
+		case <-expired.C:
+			ae.Reason = "validity elapsed before a majority answered"
+			break collect
+		case <-slow.C:
+			ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
+			break collect
+		}
+	}
+	ae.Granted = len(granted)
+
+	var fence fencing.Token
+	if failure == nil && ae.Reason == "" && len(granted) >= l.quorum {
+		fence, failure = ls.confirmFence(ctx, opCtx, granted, counters, expired.C, ae)
+	} else if failure == nil {
+		failure = ae.finish(answered)
+	}
+	if failure == nil && !time.Now().Before(validUntil) {
+		ae.Reason = "validity elapsed during the attempt"
+		failure = ae.finish(answered)
+	}
+	if failure != nil {
+		cancelOp()
+		l.cleanup(ctx, ls)
+		return nil, failure
+	}
+
+	ls.fence = fence
+	for _, i := range granted {
+		ls.granted = append(ls.granted, l.nodes[i].Addr())
+	}
+	if !l.track(ls) {
+		cancelOp()
+		l.cleanup(ctx, ls)
+		return nil, ErrClosed
+	}
+	// Calls still pending keep running under opCtx; the renewal loop
+	// cancels it once they are done.
+	ls.cancelAcquire = cancelOp
+	l.bg.Add(1)
+	go ls.renewLoop()
+	return ls, nil
+}
+
+// finish picks the sentinel for a failed attempt: ErrNoQuorum when fewer
+// than a majority of nodes answered at all, else ErrNotAcquired.
+func (e *AcquireError) finish(answered int) error {
+	e.kind = ErrNotAcquired
+	if answered < e.Needed && e.Reason == "" {
+		e.kind = ErrNoQuorum
+	}
+	return e
+}
+
+// confirmFence computes the lease's fencing token from the granting nodes'
+// counters (DESIGN.md §5): the maximum F is usable at once when a majority
+// returned exactly F, and otherwise only after a majority of nodes where the
+// lock stands acknowledged raising their counter to F.
+func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters map[int]fencing.Token, expired <-chan time.Time, ae *AcquireError) (fencing.Token, error) {
+	l := ls.locker
+	var f fencing.Token
+	for _, i := range granted {
+		f = max(f, counters[i])
+	}
+	agree := 0
+	for _, i := range granted {
+		if counters[i] == f {
+			agree++
+		}
+	}
+	if agree >= l.quorum {
+		return f, nil
+	}
+
+	replies := fanout(l, opCtx, granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
+		return node.Fence(ctx, ls.key, ls.token, f)
+	})
+	acked := 0
+	for received := 0; received < len(granted); {
+		select {
+		case r := <-replies:
+			received++
+			if r.err != nil {
+				ae.NodeErrors = append(ae.NodeErrors, r.err)
+			} else if r.val {
+				acked++
+			}
+			if acked >= l.quorum {
+				return f, nil
+			}
+			if len(granted)-(received-acked) < l.quorum {
+				received = len(granted)
+			}
+		case <-ctx.Done():
+			return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, ctx.Err())
+		case <-expired:
+			received = len(granted)
+		}
+	}
+	ae.Reason = fmt.Sprintf("fencing token %d confirmed on %d nodes only", f, acked)
+	return 0, ae.finish(ae.Total)
+}
+
+// cleanup removes a failed attempt's partial grants from every node, after
+// the attempt's own calls have finished so that none can land later. It runs
+// in the background when ctx has ended (the caller wants to go), and waits
+// otherwise, so that a retry never finds its own leftovers.
+func (l *Locker) cleanup(ctx context.Context, ls *Lease) {
+	ls.cancel(ErrLeaseReleased)
+	run := func() {
+		ls.acquiring.Wait()
+		ls.releaseNodes(context.WithoutCancel(ctx))
+	}
+	if ctx.Err() != nil {
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			run()
+		}()
+		return
+	}
+	run()
+}
+
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// track records a live lease so that Close can release it; it reports false
+// when the Locker is closed.
+func (l *Locker) track(ls *Lease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.leases[ls] = struct{}{}
+	return true
+}
+
+func (l *Locker) forget(ls *Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.leases, ls)
+}
+
+// Close releases every lease the Locker still holds, waits for its
+// background work to stop, and makes later acquisitions fail with ErrClosed.
+// It does not close the nodes. Errors from releases are joined.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	leases := make([]*Lease, 0, len(l.leases))
+	for ls := range l.leases {
+		leases = append(leases, ls)
+	}
+	l.mu.Unlock()
+
+	var errs []error
+	for _, ls := range leases {
+		if err := ls.Release(context.Background()); err != nil &&
+			!errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseReleased) {
+			errs = append(errs, err)
+		}
+	}
+	l.bg.Wait()
+	return errors.Join(errs...)
+}
+
+// tally counts the answers of a fan-out of yes/no calls.
+type tally struct {
+	yes, no int
+	errs    []error
+}
+
+// collectAll waits for every reply of a yes/no fan-out.
+func collectAll(replies <-chan reply[bool], n int) tally {
+	var t tally
+	for range n {
+		r := <-replies
+		switch {
+		case r.err != nil:
+			t.errs = append(t.errs, r.err)
+		case r.val:
+			t.yes++
+		default:
+			t.no++
+		}
+	}
+	return t
+}
+
+// Renew extends the lock on resource held by token (from another process,
+// such as a lease printed by redlock-cli acquire) on every node. It succeeds
+// when a majority extended it, and returns the new validity. It fails with
+// ErrNotHeld when the token holds the lock on fewer than a majority, and with
+// ErrNoQuorum when no majority answered. It never re-creates an expired lock.
+func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, error) {
+	if err := checkResource(resource); err != nil {
+		return time.Time{}, err
+	}
+	if err := checkToken(token); err != nil {
+		return time.Time{}, err
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	t := collectAll(fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
+		return n.Renew(ctx, l.Key(resource), token, l.cfg.LeaseDuration)
+	}), len(l.nodes))
+	validUntil := start.Add(l.cfg.validity())
+	if err := l.verdict("renew", resource, t); err != nil {
+		return time.Time{}, err
+	}
+	if !time.Now().Before(validUntil) {
+		return time.Time{}, fmt.Errorf("%w: renewal of %q took longer than the lease validity", ErrNotHeld, resource)
+	}
+	return validUntil, nil
+}
+
+// Release deletes the lock on resource held by token on every node. It
+// succeeds when a majority deleted it, fails with ErrNotHeld when the token
+// held it on fewer than a majority, and with ErrNoQuorum when no majority
+// answered. It never deletes a lock held by another token.
+func (l *Locker) Release(ctx context.Context, resource, token string) error {
+	if err := checkResource(resource); err != nil {
+		return err
+	}
+	if err := checkToken(token); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	t := collectAll(fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
+		return n.Release(ctx, l.Key(resource), token)
+	}), len(l.nodes))
+	return l.verdict("release", resource, t)
+}
+
+func (l *Locker) verdict(op, resource string, t tally) error {
+	switch {
+	case t.yes >= l.quorum:
+		return nil
+	case t.yes+t.no >= l.quorum:
+		return fmt.Errorf("%w: %s %q: token held on %d of %d nodes, %d needed%w", ErrNotHeld, op, resource, t.yes, len(l.nodes), l.quorum, nodeErrors(t.errs))
+	}
+	return fmt.Errorf("%w: %s %q: %d of %d nodes answered, %d needed%w", ErrNoQuorum, op, resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
+}

@@ -1,0 +1,318 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
+)
+
+// Node is one independent Redis server (or one Redis Cluster, or one
+// Sentinel-managed primary) taking part in the quorum.
+//
+// Each call is a single attempt. A nil error with a negative answer means the
+// node refused; a non-nil error means the outcome on the node is unknown (the
+// command may still have been applied). Keys are lock keys as built by the
+// Locker (KeyPrefix + "{" + resource + "}"); a node derives the fence key
+// (key + ":fence") and the release channel (key + ":released") from it.
+// Implementations must be safe for concurrent use.
+type Node interface {
+	// Addr names the node in errors and logs. It never contains a password.
+	Addr() string
+	// Acquire sets key to token (with the owner label) for ttl if key is free,
+	// and then increments the key's fence counter.
+	Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error)
+	// Fence raises the key's fence counter to at least f, only if token holds
+	// key on this node; it reports whether token holds key.
+	Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error)
+	// Renew extends key to ttl if token holds it; it never re-creates an
+	// expired lock. It reports whether token held key.
+	Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
+	// Release deletes key if token holds it and publishes on the release
+	// channel; it reports whether token held key.
+	Release(ctx context.Context, key, token string) (bool, error)
+	// Inspect reads the state of key without changing it.
+	Inspect(ctx context.Context, key string) (LockInfo, error)
+}
+
+// Grant is a node's answer to an acquire.
+type Grant struct {
+	// OK reports whether the node granted the lock.
+	OK bool
+	// Counter is the node's fence counter after the grant (when OK).
+	Counter fencing.Token
+	// HolderTTL is the current holder's remaining time on this node (when not
+	// OK); negative when the lock key has no expiry.
+	HolderTTL time.Duration
+}
+
+// LockInfo is the state of one resource on one node.
+type LockInfo struct {
+	// Held reports whether a lock stands on the node.
+	Held bool
+	// Token is the holder's token (hex), when held.
+	Token string
+	// Owner is the holder's owner label, when held.
+	Owner string
+	// TTL is the lock's remaining time to live; negative when it never
+	// expires (not a redlock lock), zero when free.
+	TTL time.Duration
+	// Fence is the node's fence counter for the resource (zero if never
+	// locked).
+	Fence fencing.Token
+}
+
+// RedisNode is a Node backed by a go-redis client. All access to lock keys
+// goes through the Lua scripts of package scripts.
+type RedisNode struct {
+	client redis.UniversalClient
+	addr   string
+}
+
+var _ Node = (*RedisNode)(nil)
+
+// NewRedisNode returns a Node that speaks to the server behind client. The
+// client's own options (timeouts, TLS, pool size) apply; the Locker bounds
+// every call with its NodeCallTimeout as well.
+func NewRedisNode(client redis.UniversalClient) *RedisNode {
+	return &RedisNode{client: client, addr: clientAddr(client)}
+}
+
+func clientAddr(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster(" + strings.Join(c.Options().Addrs, ",") + ")"
+	case *redis.Ring:
+		return "ring"
+	}
+	return fmt.Sprintf("%T", c)
+}
+
+// Addr returns the server's host:port.
+func (n *RedisNode) Addr() string { return n.addr }
+
+// Client returns the go-redis client behind the node.
+func (n *RedisNode) Client() redis.UniversalClient { return n.client }
+
+// Close closes the underlying client.
+func (n *RedisNode) Close() error { return n.client.Close() }
+
+func fenceKey(key string) string       { return key + ":fence" }
+func releaseChannel(key string) string { return key + ":released" }
+
+// Acquire implements Node.
+func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
+	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
+		token, owner, ttl.Milliseconds()).Result()
+	if err != nil {
+		return Grant{}, err
+	}
+	return parseGrant(reply)
+}
+
+// parseGrant decodes the acquire script's reply {1, counter} or {0, pttl}.
+func parseGrant(reply any) (Grant, error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) != 2 {
+		return Grant{}, fmt.Errorf("%w: acquire reply %v", errBadReply, reply)
+	}
+	flag, ok1 := vals[0].(int64)
+	num, ok2 := vals[1].(int64)
+	if !ok1 || !ok2 {
+		return Grant{}, fmt.Errorf("%w: acquire reply %v", errBadReply, reply)
+	}
+	switch {
+	case flag == 1 && num > 0:
+		return Grant{OK: true, Counter: fencing.Token(num)}, nil
+	case flag == 0:
+		return Grant{HolderTTL: pttl(num)}, nil
+	}
+	return Grant{}, fmt.Errorf("%w: acquire reply %v", errBadReply, reply)
+}
+
+// pttl converts a PTTL reply: -1 (no expiry) becomes a negative duration,
+// -2 (no key) becomes zero.
+func pttl(ms int64) time.Duration {
+	switch {
+	case ms >= 0:
+		return time.Duration(ms) * time.Millisecond
+	case ms == -1:
+		return -1
+	}
+	return 0
+}
+
+// Fence implements Node.
+func (n *RedisNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
+	return runFlag(ctx, scripts.Fence, n.client, []string{key, fenceKey(key)}, token, f.String())
+}
+
+// Renew implements Node.
+func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return runFlag(ctx, scripts.Renew, n.client, []string{key}, token, ttl.Milliseconds())
+}
+
+// Release implements Node.
+func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error) {
+	return runFlag(ctx, scripts.Release, n.client, []string{key}, token, releaseChannel(key))
+}
+
+func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, args ...any) (bool, error) {
+	v, err := s.Run(ctx, c, keys, args...).Int64()
+	if err != nil {
+		return false, err
+	}
+	switch v {
+	case 0:
+		return false, nil
+	case 1:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: %d", errBadReply, v)
+}
+
+// Inspect implements Node.
+func (n *RedisNode) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	reply, err := scripts.Inspect.Run(ctx, n.client, []string{key, fenceKey(key)}).Result()
+	if err != nil {
+		return LockInfo{}, err
+	}
+	return parseInspect(reply)
+}
+
+// parseInspect decodes the inspect script's reply {type, value, pttl, fence}.
+func parseInspect(reply any) (LockInfo, error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) != 4 {
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %v", errBadReply, reply)
+	}
+	kind, _ := vals[0].(string)
+	ms, okTTL := vals[2].(int64)
+	if !okTTL {
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %v", errBadReply, reply)
+	}
+	var info LockInfo
+	if f, ok := vals[3].(string); ok {
+		var c uint64
+		if _, err := fmt.Sscan(f, &c); err != nil {
+			return LockInfo{}, fmt.Errorf("%w: fence counter %q", errBadReply, f)
+		}
+		info.Fence = fencing.Token(c)
+	}
+	switch kind {
+	case "none":
+		return info, nil
+	case "string":
+	default:
+		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, kind)
+	}
+	value, _ := vals[1].(string)
+	info.Held = true
+	info.TTL = pttl(ms)
+	info.Token, info.Owner, _ = strings.Cut(value, " ")
+	return info, nil
+}
+
+// Nodes is a set of nodes built by Dial. Close closes their clients.
+type Nodes []Node
+
+// Close closes every node that has a Close method and joins their errors.
+func (ns Nodes) Close() error {
+	var errs []error
+	for _, n := range ns {
+		if c, ok := n.(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", n.Addr(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Dial builds one RedisNode per redis:// or rediss:// URL (go-redis's URL
+// syntax: user, password, database, TLS, and query options such as
+// dial_timeout). It then pings every node in parallel, bounded by ctx, and
+// fails only when no majority answers, so a minority that is down at start-up
+// does not stop the caller. A malformed or duplicate URL is an error wrapping
+// ErrInvalidConfig; passwords never appear in errors.
+func Dial(ctx context.Context, urls ...string) (Nodes, error) {
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("%w: no node URLs", ErrInvalidConfig)
+	}
+	nodes := make(Nodes, 0, len(urls))
+	seen := make(map[string]bool, len(urls))
+	for _, raw := range urls {
+		opts, err := redis.ParseURL(strings.TrimSpace(raw))
+		if err != nil {
+			_ = nodes.Close()
+			return nil, fmt.Errorf("%w: node URL %s: %s", ErrInvalidConfig, redactURL(raw), redactErr(err, raw))
+		}
+		id := fmt.Sprintf("%s/%d", opts.Addr, opts.DB)
+		if seen[id] {
+			_ = nodes.Close()
+			return nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", ErrInvalidConfig, opts.Addr)
+		}
+		seen[id] = true
+		nodes = append(nodes, NewRedisNode(redis.NewClient(opts)))
+	}
+
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			err := n.(*RedisNode).client.Ping(ctx).Err()
+			if err != nil {
+				err = &NodeError{Addr: n.Addr(), Err: err}
+			}
+			errs <- err
+		}()
+	}
+	var failed []error
+	for range nodes {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(nodes)-len(failed) < len(nodes)/2+1 {
+		_ = nodes.Close()
+		return nil, fmt.Errorf("%w: %d of %d nodes answered: %w", ErrNoQuorum, len(nodes)-len(failed), len(nodes), errors.Join(failed...))
+	}
+	return nodes, nil
+}
+
+// redactURL returns raw with any password replaced, for error messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			if j := strings.Index(raw, "://"); j >= 0 && j < i {
+				return raw[:j+3] + "xxxxx" + raw[i:]
+			}
+			return "xxxxx" + raw[i:]
+		}
+		return raw
+	}
+	return u.Redacted()
+}
+
+// redactErr returns err's message with the URL's password removed.
+func redactErr(err error, raw string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	if msg == raw || strings.Contains(msg, raw) {
+		msg = strings.ReplaceAll(msg, raw, redactURL(raw))
+	}
+	return msg
+}

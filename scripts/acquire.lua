@@ -1,0 +1,25 @@
+-- acquire: take the lock if it is free and count a new holder.
+-- KEYS[1] lock key, KEYS[2] fence key
+-- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds
+-- Returns {1, counter} when granted, {0, pttl} when another holder has it.
+-- A repeated call with the same token (a client-side retry) answers {1,
+-- counter} again without counting a new holder.
+-- Every check that can fail runs before the first write, so an error never
+-- leaves a half-done acquisition behind, and someone else's data under the
+-- same key names is never changed.
+local fence = redis.pcall('GET', KEYS[2])
+if type(fence) == 'table' or (fence and not string.match(fence, '^%d+$')) then
+  return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds data that is not a counter')
+end
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' then
+  return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
+end
+if cur then
+  if string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+    return {1, tonumber(fence)}
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+return {1, redis.call('INCR', KEYS[2])}

@@ -1,0 +1,58 @@
+// Package scripts holds the Lua scripts through which redlock touches Redis.
+//
+// Each script is one round trip and runs atomically on its server. The lock
+// scripts take KEYS[1] = the lock key (P{R}) and, where needed, KEYS[2] = the
+// fence key (P{R}:fence); both share the hash tag {R}, so they fall in one
+// Redis Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
+// the token, never the owner. Scripts are run with go-redis's Script.Run,
+// which tries EVALSHA and falls back to EVAL when the server's script cache
+// does not have them (after a restart or SCRIPT FLUSH).
+package scripts
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed fence.lua
+	fenceSrc string
+	//go:embed renew.lua
+	renewSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+	//go:embed fenced_write.lua
+	fencedWriteSrc string
+)
+
+var (
+	// Acquire sets the lock if it is free and increments the fence counter:
+	// KEYS = lock, fence; ARGV = token, owner, ttl ms.
+	// Replies {1, counter} when granted, {0, pttl} when held by another.
+	Acquire = redis.NewScript(acquireSrc)
+	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
+	// KEYS = lock, fence. Replies 1 when the caller holds the lock, else 0.
+	Fence = redis.NewScript(fenceSrc)
+	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
+	// Replies 1 when extended, 0 when not held by the token.
+	Renew = redis.NewScript(renewSrc)
+	// Release deletes the caller's own lock and publishes on the release
+	// channel: KEYS = lock; ARGV = token, channel. Replies 1 or 0.
+	Release = redis.NewScript(releaseSrc)
+	// Inspect reads a resource without changing it: KEYS = lock, fence.
+	// Replies {lock key type, value or nil, pttl, fence counter or nil}.
+	Inspect = redis.NewScript(inspectSrc)
+	// FencedWrite writes a value only for a fencing token not below the key's
+	// fence: KEYS = value, fence; ARGV = token, value.
+	// Replies {1, token} when written, {0, highest token seen} when stale.
+	FencedWrite = redis.NewScript(fencedWriteSrc)
+)
+
+// All lists every script, for preloading with SCRIPT LOAD and for checks
+// that a server accepts them.
+var All = []*redis.Script{Acquire, Fence, Renew, Release, Inspect, FencedWrite}
