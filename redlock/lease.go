@@ -140,6 +140,10 @@ func (ls *Lease) renewLoop() {
 	defer l.forget(ls)
 
 	validity := l.cfg.validity()
+	// calls counts renewal calls still running; only this goroutine adds to
+	// it and waits for it, and it waits only on the way out, so a slow call
+	// never delays the next renewal or the detection of a loss.
+	var calls sync.WaitGroup
 	for ls.ctx.Err() == nil {
 		validUntil := ls.ValidUntil()
 		t := time.NewTimer(time.Until(validUntil.Add(-validity / 3)))
@@ -147,15 +151,14 @@ func (ls *Lease) renewLoop() {
 		case <-ls.ctx.Done():
 			t.Stop()
 		case <-t.C:
-			next, ok, calls := ls.renewCycle(validUntil.Add(-lossGuard(validity)))
-			if ok {
+			if next, ok := ls.renewCycle(validUntil.Add(-lossGuard(validity)), &calls); ok {
 				ls.setValidUntil(next)
 			} else {
-				ls.cancel(ErrLeaseLost) // first, before waiting for anything
+				ls.cancel(ErrLeaseLost)
 			}
-			calls.Wait()
 		}
 	}
+	calls.Wait()
 
 	ls.acquiring.Wait()
 	ls.cancelAcquire()
@@ -170,14 +173,12 @@ func (ls *Lease) renewLoop() {
 }
 
 // renewCycle tries to renew the lease on a majority before lossAt, retrying
-// with backoff. It reports the new validity, whether it succeeded, and the
-// calls still running (which the caller waits for after acting on the
-// outcome).
-func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool, *sync.WaitGroup) {
+// with backoff. It reports the new validity and whether it succeeded; calls
+// it leaves running are counted in calls.
+func (ls *Lease) renewCycle(lossAt time.Time, calls *sync.WaitGroup) (time.Time, bool) {
 	l := ls.locker
 	ctx, cancel := context.WithDeadline(ls.ctx, lossAt)
 	defer cancel()
-	calls := new(sync.WaitGroup)
 	b := l.cfg.NewBackOff()
 	b.Reset()
 	n := len(l.nodes)
@@ -196,24 +197,24 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool, *sync.WaitGroup)
 					no++
 				}
 			case <-ctx.Done():
-				return time.Time{}, false, calls
+				return time.Time{}, false
 			}
 		}
 		switch {
 		case yes >= l.quorum && time.Now().Before(lossAt):
-			return start.Add(l.cfg.validity()), true, calls
+			return start.Add(l.cfg.validity()), true
 		case no > n-l.quorum:
-			return time.Time{}, false, calls // a majority says it is not ours
+			return time.Time{}, false // a majority says it is not ours
 		}
 		wait := b.NextBackOff()
 		if wait < 0 {
-			return time.Time{}, false, calls
+			return time.Time{}, false
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return time.Time{}, false, calls
+			return time.Time{}, false
 		case <-t.C:
 		}
 	}

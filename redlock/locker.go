@@ -112,6 +112,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	}
 	b := l.cfg.NewBackOff()
 	b.Reset()
+	var last error // the last attempt's *AcquireError
 	for {
 		lease, err := l.attempt(ctx, resource)
 		if err == nil {
@@ -119,8 +120,12 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		}
 		var ae *AcquireError
 		if !errors.As(err, &ae) {
+			if ctx.Err() != nil && last != nil {
+				return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), last)
+			}
 			return nil, err // closed, cancelled, or a bug in a Node
 		}
+		last = err
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
 			return nil, err
@@ -132,7 +137,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), err)
+			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), last)
 		case <-t.C:
 		}
 	}
@@ -215,7 +220,6 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	var granted []int
 	counters := make(map[int]fencing.Token, n)
 	var failure error
-	answered := 0
 collect:
 	for received := 0; received < n; {
 		select {
@@ -225,11 +229,9 @@ collect:
 			case r.err != nil:
 				ae.NodeErrors = append(ae.NodeErrors, r.err)
 			case r.val.OK:
-				answered++
 				granted = append(granted, r.idx)
 				counters[r.idx] = r.val.Counter
 			default:
-				answered++
 				ae.Refused = append(ae.Refused, l.nodes[r.idx].Addr())
 				if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
 					ae.HolderTTL = r.val.HolderTTL
@@ -255,11 +257,11 @@ collect:
 	if failure == nil && ae.Reason == "" && len(granted) >= l.quorum {
 		fence, failure = ls.confirmFence(ctx, opCtx, granted, counters, expired.C, ae)
 	} else if failure == nil {
-		failure = ae.finish(answered)
+		failure = ae.finish()
 	}
 	if failure == nil && !time.Now().Before(validUntil) {
 		ae.Reason = "validity elapsed during the attempt"
-		failure = ae.finish(answered)
+		failure = ae.finish()
 	}
 	if failure != nil {
 		cancelOp()
@@ -284,11 +286,12 @@ collect:
 	return ls, nil
 }
 
-// finish picks the sentinel for a failed attempt: ErrNoQuorum when fewer
-// than a majority of nodes answered at all, else ErrNotAcquired.
-func (e *AcquireError) finish(answered int) error {
+// finish picks the sentinel for a failed attempt: ErrNotAcquired when the
+// refusals alone rule out a majority (the lock is busy) or time ran out,
+// else ErrNoQuorum (node failures stood in the way).
+func (e *AcquireError) finish() error {
 	e.kind = ErrNotAcquired
-	if answered < e.Needed && e.Reason == "" {
+	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
 		e.kind = ErrNoQuorum
 	}
 	return e
@@ -340,7 +343,7 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 		}
 	}
 	ae.Reason = fmt.Sprintf("fencing token %d confirmed on %d nodes only", f, acked)
-	return 0, ae.finish(ae.Total)
+	return 0, ae.finish()
 }
 
 // cleanup removes a failed attempt's partial grants from every node, after

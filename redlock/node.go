@@ -114,7 +114,7 @@ func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl t
 	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
 		token, owner, ttl.Milliseconds()).Result()
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, scriptErr(err)
 	}
 	return parseGrant(reply)
 }
@@ -151,6 +151,15 @@ func pttl(ms int64) time.Duration {
 	return 0
 }
 
+// scriptErr marks a server's WRONGTYPE reply with ErrWrongType.
+func scriptErr(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		return fmt.Errorf("%w: %w", ErrWrongType, err)
+	}
+	return err
+}
+
 // Fence implements Node.
 func (n *RedisNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
 	return runFlag(ctx, scripts.Fence, n.client, []string{key, fenceKey(key)}, token, f.String())
@@ -169,7 +178,7 @@ func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error
 func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, args ...any) (bool, error) {
 	v, err := s.Run(ctx, c, keys, args...).Int64()
 	if err != nil {
-		return false, err
+		return false, scriptErr(err)
 	}
 	switch v {
 	case 0:
@@ -184,7 +193,7 @@ func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []stri
 func (n *RedisNode) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	reply, err := scripts.Inspect.Run(ctx, n.client, []string{key, fenceKey(key)}).Result()
 	if err != nil {
-		return LockInfo{}, err
+		return LockInfo{}, scriptErr(err)
 	}
 	return parseInspect(reply)
 }
@@ -262,6 +271,9 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 			return nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", ErrInvalidConfig, opts.Addr)
 		}
 		seen[id] = true
+		// The Locker bounds every call with a context deadline; make the
+		// client honour it instead of its own ReadTimeout.
+		opts.ContextTimeoutEnabled = true
 		nodes = append(nodes, NewRedisNode(redis.NewClient(opts)))
 	}
 

@@ -1,0 +1,176 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+const foreignLock = "0123456789abcdef0123456789abcdef someone-else"
+
+// masks returns the subsets of n nodes to try: all of them for small n, and
+// for larger n every size with a few random members.
+func masks(n int) []uint {
+	if n <= 5 {
+		all := make([]uint, 1<<n)
+		for m := range all {
+			all[m] = uint(m)
+		}
+		return all
+	}
+	r := rand.New(rand.NewPCG(1, uint64(n)))
+	var out []uint
+	for k := 0; k <= n; k++ {
+		for range 3 {
+			perm := r.Perm(n)
+			var m uint
+			for _, i := range perm[:k] {
+				m |= 1 << i
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestQuorumBoundaries checks, for N = 1, 2, 3, 5 and 7, that the lock is
+// granted exactly when a majority grants it, whether the other nodes refuse
+// (held by someone else) or fail, and that a failed attempt leaves
+// nothing behind on the nodes that did grant.
+func TestQuorumBoundaries(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 7} {
+		for _, fault := range []string{"busy", "failing"} {
+			t.Run(fmt.Sprintf("N=%d/%s", n, fault), func(t *testing.T) {
+				c := testutil.NewMiniCluster(t, n)
+				l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
+				quorum := n/2 + 1
+				require.Equal(t, quorum, l.Quorum())
+				for _, mask := range masks(n) {
+					resource := fmt.Sprintf("q-%s-%b", fault, mask)
+					key := l.Key(resource)
+					for i := range n {
+						if mask&(1<<i) != 0 {
+							continue
+						}
+						if fault == "busy" {
+							require.NoError(t, c.Set(i, key, foreignLock))
+						} else {
+							c.Fail(i, "ERR injected fault")
+						}
+					}
+					granting := bits.OnesCount(mask)
+					lease, err := l.TryAcquire(context.Background(), resource)
+					if granting >= quorum {
+						require.NoError(t, err, "mask %b", mask)
+						require.GreaterOrEqual(t, len(lease.Granted()), quorum)
+						require.NoError(t, lease.Release(context.Background()))
+					} else {
+						require.Error(t, err, "mask %b", mask)
+						if fault == "busy" {
+							require.ErrorIs(t, err, redlock.ErrNotAcquired)
+						} else {
+							require.ErrorIs(t, err, redlock.ErrNoQuorum)
+						}
+					}
+					for i := range n {
+						if mask&(1<<i) != 0 {
+							require.False(t, c.Server(i).Exists(key), "node %d keeps a grant after mask %b", i, mask)
+						} else if fault == "failing" {
+							c.Heal(i)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMinorityFaultsDoNotStopTheLock: with two of five nodes dead or failing,
+// a lease is acquired, renewed several times, and released.
+func TestMinorityFaultsDoNotStopTheLock(t *testing.T) {
+	for _, fault := range []string{"killed", "erroring"} {
+		t.Run(fault, func(t *testing.T) {
+			c := testutil.NewMiniCluster(t, 5)
+			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 150 * time.Millisecond})
+			for _, i := range []int{1, 3} {
+				if fault == "killed" {
+					c.Kill(i)
+				} else {
+					c.Fail(i, "ERR injected fault")
+				}
+			}
+			lease, err := l.Acquire(context.Background(), "minority")
+			require.NoError(t, err)
+			first := lease.ValidUntil()
+			// Several renewals: the lease stays valid well past its first validity.
+			deadline := first.Add(300 * time.Millisecond)
+			for time.Now().Before(deadline) {
+				require.NoError(t, lease.Context().Err(), "lease lost with a minority down")
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.True(t, lease.ValidUntil().After(first.Add(200*time.Millisecond)), "lease was not renewed")
+			require.NoError(t, lease.Release(context.Background()))
+			require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseReleased)
+		})
+	}
+}
+
+// TestMajorityDownMakesAcquireFailWithinContext: Acquire keeps trying while a
+// majority is down, and gives up when its context ends, with the context's
+// error and not "busy".
+func TestMajorityDownMakesAcquireFailWithinContext(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), fastRetry(redlock.Config{LeaseDuration: time.Second}))
+	c.Kill(0)
+	c.Kill(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := l.Acquire(ctx, "majority-down")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Less(t, time.Since(start), 400*time.Millisecond, "Acquire outlived its context")
+	require.Contains(t, err.Error(), "no majority")
+
+	_, err = l.TryAcquire(context.Background(), "majority-down")
+	require.ErrorIs(t, err, redlock.ErrNoQuorum)
+	var nerr *redlock.NodeError
+	require.ErrorAs(t, err, &nerr)
+	require.Contains(t, []string{c.Addrs()[0], c.Addrs()[2]}, nerr.Addr)
+}
+
+// TestMajorityLossEndsLeaseBeforeValidity: when a majority of nodes goes
+// away under a held lease, its Context ends with ErrLeaseLost strictly
+// before ValidUntil.
+func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
+	for _, fault := range []string{"killed", "erroring", "lock deleted"} {
+		t.Run(fault, func(t *testing.T) {
+			c := testutil.NewMiniCluster(t, 5)
+			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 200 * time.Millisecond})
+			lease, err := l.Acquire(context.Background(), "doomed")
+			require.NoError(t, err)
+			for _, i := range []int{0, 2, 4} {
+				switch fault {
+				case "killed":
+					c.Kill(i)
+				case "erroring":
+					c.Fail(i, "ERR injected fault")
+				default:
+					require.NoError(t, c.Wipe(i))
+				}
+			}
+			ended := waitDone(t, lease.Context(), time.Second)
+			require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
+			require.True(t, ended.Before(lease.ValidUntil()), "context ended %s after ValidUntil", ended.Sub(lease.ValidUntil()))
+			require.ErrorIs(t, lease.Release(context.Background()), redlock.ErrLeaseLost)
+		})
+	}
+}

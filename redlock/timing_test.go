@@ -1,0 +1,193 @@
+package redlock_test
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// slowNode delays acquire and fence calls, ignoring the context while it
+// waits, like a client that does not honour deadlines on a slow network.
+type slowNode struct {
+	redlock.Node
+	acquire, fence time.Duration
+}
+
+func (n slowNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
+	time.Sleep(n.acquire)
+	return n.Node.Acquire(ctx, key, token, owner, ttl)
+}
+
+func (n slowNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
+	time.Sleep(n.fence)
+	return n.Node.Fence(ctx, key, token, f)
+}
+
+func TestValidityIsMeasuredFromTheStartOfTheAttempt(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	const ttl = 10 * time.Second
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: ttl, ClockDriftFactor: 0.01})
+	drift := time.Duration(math.Ceil(float64(ttl)*0.01)) + 2*time.Millisecond
+	before := time.Now()
+	lease, err := l.TryAcquire(context.Background(), "validity")
+	after := time.Now()
+	require.NoError(t, err)
+	defer lease.Release(context.Background())
+	require.False(t, lease.ValidUntil().Before(before.Add(ttl-drift)))
+	require.False(t, lease.ValidUntil().After(after.Add(ttl-drift)))
+	require.Len(t, lease.Token(), 32)
+}
+
+func TestRenewalExtendsValidityFromTheRenewal(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 150 * time.Millisecond})
+	lease, err := l.TryAcquire(context.Background(), "renewal")
+	require.NoError(t, err)
+	first := lease.ValidUntil()
+	validity := 150*time.Millisecond - 4*time.Millisecond
+	require.Eventually(t, func() bool { return lease.ValidUntil().After(first) }, time.Second, 5*time.Millisecond)
+	// Renewal starts with a third of the validity left, so the new validity
+	// ends about two thirds of a validity later.
+	gain := lease.ValidUntil().Sub(first)
+	require.Greater(t, gain, validity/2)
+	require.Less(t, gain, validity)
+	require.NoError(t, lease.Release(context.Background()))
+}
+
+// TestAttemptThatOutlivesItsValidityFailsAndIsCleanedUp: the nodes answer,
+// but so slowly that acquire plus the fence step take longer than the
+// lease's validity. The attempt must fail and leave nothing on any node.
+func TestAttemptThatOutlivesItsValidityFailsAndIsCleanedUp(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	var nodes []redlock.Node
+	for _, n := range c.Nodes() {
+		nodes = append(nodes, slowNode{Node: n, acquire: 55 * time.Millisecond, fence: 55 * time.Millisecond})
+	}
+	l := newLocker(t, nodes, redlock.Config{LeaseDuration: 100 * time.Millisecond, NodeCallTimeout: 70 * time.Millisecond})
+	// Disagreeing counters force the fence round trip.
+	for i, v := range []int64{10, 20, 30} {
+		require.NoError(t, c.SetCounter(i, l.Key("slow")+":fence", v))
+	}
+	start := time.Now()
+	_, err := l.TryAcquire(context.Background(), "slow")
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Contains(t, err.Error(), "fencing token")
+	require.Less(t, time.Since(start), 400*time.Millisecond)
+	for i := range 3 {
+		require.False(t, c.Server(i).Exists(l.Key("slow")), "node %d keeps the failed attempt's lock", i)
+	}
+}
+
+// TestAcquireWaitsForTheHolder: a waiter gets the lock once the holder
+// releases it, never before.
+func TestAcquireWaitsForTheHolder(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), fastRetry(redlock.Config{LeaseDuration: 2 * time.Second}))
+	holder, err := l.TryAcquire(context.Background(), "queue")
+	require.NoError(t, err)
+
+	var released atomic.Bool
+	got := make(chan *redlock.Lease)
+	go func() {
+		lease, err := l.Acquire(context.Background(), "queue")
+		if err == nil && !released.Load() {
+			t.Error("waiter acquired while the holder held the lock")
+		}
+		got <- lease
+	}()
+	time.Sleep(50 * time.Millisecond)
+	released.Store(true)
+	require.NoError(t, holder.Release(context.Background()))
+	select {
+	case lease := <-got:
+		require.NotNil(t, lease)
+		require.Greater(t, lease.Fence(), holder.Fence())
+		require.NoError(t, lease.Release(context.Background()))
+	case <-time.After(2 * time.Second):
+		t.Fatal("waiter never acquired")
+	}
+}
+
+// TestCancelledAcquireReturnsPromptlyAndCleansUp: cancelling the context
+// while nodes are slow returns at once with the context's error; the
+// attempt's grants are removed in the background.
+func TestCancelledAcquireReturnsPromptlyAndCleansUp(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	var nodes []redlock.Node
+	for _, n := range c.Nodes() {
+		nodes = append(nodes, slowNode{Node: n, acquire: 80 * time.Millisecond})
+	}
+	l, err := redlock.New(nodes, redlock.Config{LeaseDuration: time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = l.Acquire(ctx, "cancelled")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Less(t, time.Since(start), 60*time.Millisecond)
+	require.NoError(t, l.Close()) // waits for the background clean-up
+	for i := range 3 {
+		require.False(t, c.Server(i).Exists(l.Key("cancelled")), "node %d keeps the cancelled attempt's lock", i)
+	}
+}
+
+func TestCloseReleasesLeasesAndRefusesNewOnes(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l, err := redlock.New(c.Nodes(), redlock.Config{})
+	require.NoError(t, err)
+	a, err := l.TryAcquire(context.Background(), "a")
+	require.NoError(t, err)
+	b, err := l.TryAcquire(context.Background(), "b")
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	for _, lease := range []*redlock.Lease{a, b} {
+		require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseReleased)
+		for i := range 3 {
+			require.False(t, c.Server(i).Exists(l.Key(lease.Resource())))
+		}
+	}
+	_, err = l.TryAcquire(context.Background(), "c")
+	require.ErrorIs(t, err, redlock.ErrClosed)
+	_, err = l.Acquire(context.Background(), "c")
+	require.ErrorIs(t, err, redlock.ErrClosed)
+	require.ErrorIs(t, a.Release(context.Background()), redlock.ErrLeaseReleased)
+}
+
+// TestNoGoroutineOutlivesItsLease: after Release returns, and after a lease
+// is lost, nothing the lease started is still running.
+func TestNoGoroutineOutlivesItsLease(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 60 * time.Millisecond})
+	require.NoError(t, err)
+	defer l.Close()
+	// Warm the connection pools so that their goroutines (if any) exist now.
+	warm, err := l.TryAcquire(context.Background(), "warm")
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(context.Background()))
+	ignore := append(miniredisGoroutines(), goleak.IgnoreCurrent())
+
+	lease, err := l.TryAcquire(context.Background(), "leak")
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // at least one renewal
+	require.NoError(t, lease.Release(context.Background()))
+	goleak.VerifyNone(t, ignore...)
+
+	lost, err := l.TryAcquire(context.Background(), "leak")
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, c.Wipe(i))
+	}
+	waitDone(t, lost.Context(), time.Second)
+	require.ErrorIs(t, lost.Release(context.Background()), redlock.ErrLeaseLost)
+	goleak.VerifyNone(t, ignore...)
+}
