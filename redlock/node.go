@@ -249,7 +249,9 @@ func (ns Nodes) Close() error {
 
 // Dial builds one RedisNode per redis:// or rediss:// URL (go-redis's URL
 // syntax: user, password, database, TLS, and query options such as
-// dial_timeout). It then pings every node in parallel, bounded by ctx, and
+// dial_timeout). Unless the URL says otherwise (max_retries), the clients do
+// not retry commands or redial: the Locker retries across nodes itself. It
+// then pings every node in parallel, bounded by ctx, and
 // fails only when no majority answers, so a minority that is down at start-up
 // does not stop the caller. A malformed or duplicate URL is an error wrapping
 // ErrInvalidConfig; passwords never appear in errors.
@@ -272,8 +274,16 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		}
 		seen[id] = true
 		// The Locker bounds every call with a context deadline; make the
-		// client honour it instead of its own ReadTimeout.
+		// client honour it instead of its own ReadTimeout. Retrying is the
+		// Locker's job (across nodes, within the lease's validity), so by
+		// default a dead node fails at once instead of being redialled.
 		opts.ContextTimeoutEnabled = true
+		if opts.MaxRetries == 0 {
+			opts.MaxRetries = -1
+		}
+		if opts.DialerRetries == 0 {
+			opts.DialerRetries = 1
+		}
 		nodes = append(nodes, NewRedisNode(redis.NewClient(opts)))
 	}
 

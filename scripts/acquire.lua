@@ -8,7 +8,7 @@
 -- leaves a half-done acquisition behind, and someone else's data under the
 -- same key names is never changed.
 local fence = redis.pcall('GET', KEYS[2])
-if type(fence) == 'table' or (fence and not string.match(fence, '^%d+$')) then
+if type(fence) == 'table' or (fence and not (fence == '0' or string.match(fence, '^[1-9]%d*$'))) then
   return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds data that is not a counter')
 end
 local cur = redis.pcall('GET', KEYS[1])

@@ -11,7 +11,7 @@ if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
   return 0
 end
 local cur = redis.call('GET', KEYS[2])
-if cur and not string.match(cur, '^%d+$') then
+if cur and not (cur == '0' or string.match(cur, '^[1-9]%d*$')) then
   return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' does not hold a counter')
 end
 if not cur or #cur < #ARGV[2] or (#cur == #ARGV[2] and cur < ARGV[2]) then

@@ -5,7 +5,7 @@
 -- ARGV[1] fencing token (decimal), ARGV[2] value
 -- Returns {1, token} when written, {0, highest token seen} when stale.
 local cur = redis.call('GET', KEYS[2])
-if cur and not string.match(cur, '^%d+$') then
+if cur and not (cur == '0' or string.match(cur, '^[1-9]%d*$')) then
   return redis.error_reply('WRONGTYPE fence key ' .. KEYS[2] .. ' does not hold a fencing token')
 end
 local t = ARGV[1]

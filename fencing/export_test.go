@@ -1,0 +1,7 @@
+package fencing
+
+// Internal helpers exported to the external test package.
+var (
+	ParseWriteReply = parseWriteReply
+	TokenFromReply  = tokenFromReply
+)
