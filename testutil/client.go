@@ -1,0 +1,78 @@
+package testutil
+
+import (
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+const (
+	// miniTimeout bounds dials, reads and writes of clients to miniredis
+	// servers, which answer in microseconds when they answer at all.
+	miniTimeout = time.Second
+	// redisTimeout bounds dials, reads and writes of clients to real
+	// redis-server processes.
+	redisTimeout = 500 * time.Millisecond
+)
+
+// fastFailOptions returns client options under which a dead, paused or
+// failing server costs one short timeout at most: a single dial attempt, no
+// command retries, and socket deadlines that follow the caller's context.
+func fastFailOptions(addr, password string, timeout time.Duration) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		Password:              password,
+		DialTimeout:           timeout,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
+		PoolTimeout:           timeout,
+		DialerRetries:         1,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+		MaintNotificationsConfig: &maintnotifications.Config{
+			Mode: maintnotifications.ModeDisabled,
+		},
+	}
+}
+
+// clientSet tracks the clients handed out by a cluster or server so that
+// the test's cleanup can close them all.
+type clientSet struct {
+	mu      sync.Mutex
+	clients []*redis.Client
+	closed  bool
+}
+
+// add registers c for closing at cleanup. After cleanup, c is closed at
+// once, so nothing opened late outlives the test.
+func (s *clientSet) add(c *redis.Client) *redis.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = c.Close()
+		return c
+	}
+	s.clients = append(s.clients, c)
+	return c
+}
+
+// closeAll closes every registered client. Errors are ignored: a client the
+// test closed itself reports redis.ErrClosed, which is fine.
+func (s *clientSet) closeAll() {
+	s.mu.Lock()
+	clients := s.clients
+	s.clients = nil
+	s.closed = true
+	s.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// newNode wraps c in a redlock node.
+func newNode(c *redis.Client) redlock.Node { return redlock.NewRedisNode(c) }
