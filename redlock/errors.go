@@ -56,7 +56,9 @@ type AcquireError struct {
 	// Granted, Needed and Total count the nodes that granted the lock, the
 	// quorum, and all nodes.
 	Granted, Needed, Total int
-	// Refused lists the nodes that answered that the lock is held.
+	// Refused lists the nodes that refused the lock: held by another token,
+	// or unable to grant it (a reason in parentheses, such as a read-only
+	// replica).
 	Refused []string
 	// HolderTTL is the longest remaining TTL of the current holder among the
 	// refusing nodes; zero when unknown.
@@ -76,7 +78,7 @@ func (e *AcquireError) Error() string {
 		b.WriteString(" (" + e.Reason + ")")
 	}
 	if len(e.Refused) > 0 {
-		fmt.Fprintf(&b, "; held on %s", strings.Join(e.Refused, ","))
+		fmt.Fprintf(&b, "; refused by %s", strings.Join(e.Refused, ", "))
 		if e.HolderTTL > 0 {
 			fmt.Fprintf(&b, " for %s more", e.HolderTTL.Round(time.Millisecond))
 		} else if e.HolderTTL < 0 {

@@ -162,7 +162,11 @@ func (ls *Lease) renewLoop() {
 
 	ls.acquiring.Wait()
 	ls.cancelAcquire()
-	t := ls.releaseNodes(context.Background())
+	start := time.Now()
+	t, listeners := l.releaseAll(context.Background(), ls.key, ls.token, true)
+	if listeners > 0 && t.yes >= l.quorum {
+		l.noteRelease(ls.key, time.Since(start))
+	}
 	switch {
 	case t.yes >= l.quorum:
 	case t.yes+t.no >= l.quorum:
@@ -218,14 +222,4 @@ func (ls *Lease) renewCycle(lossAt time.Time, calls *sync.WaitGroup) (time.Time,
 		case <-t.C:
 		}
 	}
-}
-
-// releaseNodes deletes the lock on every node (where this token holds it)
-// and waits for all answers.
-func (ls *Lease) releaseNodes(ctx context.Context) tally {
-	l := ls.locker
-	var wg sync.WaitGroup
-	return collectAll(fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
-		return n.Release(ctx, ls.key, ls.token)
-	}), len(l.nodes))
 }

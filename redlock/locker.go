@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -28,9 +29,13 @@ type Locker struct {
 	mu     sync.Mutex
 	closed bool
 	leases map[*Lease]struct{}
+	// yields holds, per lock key this Locker released while others were
+	// waiting, until when its own next Acquire of that key stands back.
+	yields map[string]time.Time
 	// bg counts background goroutines (renewal loops, clean-ups); Close
 	// waits for them.
-	bg sync.WaitGroup
+	bg  sync.WaitGroup
+	hub waitHub
 }
 
 // New returns a Locker over nodes. It rejects an empty node list, nil or
@@ -54,12 +59,15 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{
+	l := &Locker{
 		cfg:    cfg,
 		nodes:  append([]Node(nil), nodes...),
 		quorum: len(nodes)/2 + 1,
 		leases: make(map[*Lease]struct{}),
-	}, nil
+		yields: make(map[string]time.Time),
+	}
+	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
+	return l, nil
 }
 
 // Config returns the Locker's configuration with defaults filled in.
@@ -102,18 +110,32 @@ func checkToken(token string) error {
 	return nil
 }
 
-// Acquire waits until it holds a lease on resource or ctx ends. Between
-// attempts it backs off with Config.NewBackOff, never longer than the
-// holder's remaining TTL. When ctx ends first, the error wraps ctx.Err() and
-// describes the last attempt; it is never reported as ErrNotAcquired.
+// Acquire waits until it holds a lease on resource or ctx ends. While the
+// lock is busy it waits for the holder's release to be announced by the
+// nodes (Notifier), queued in arrival order behind this Locker's other
+// waiters of the resource, and otherwise retries with Config.NewBackOff,
+// never sleeping past the holder's remaining TTL. When ctx ends first, the
+// error wraps ctx.Err() and describes the last attempt; it is never
+// reported as ErrNotAcquired.
 func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+	key := l.Key(resource)
+	if err := l.standBack(ctx, key); err != nil {
+		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+	}
 	b := l.cfg.NewBackOff()
 	b.Reset()
+	var w *waiter
+	defer func() {
+		if w != nil {
+			l.hub.leave(key, w)
+		}
+	}()
 	var last error // the last attempt's *AcquireError
 	for {
+		start := time.Now()
 		lease, err := l.attempt(ctx, resource)
 		if err == nil {
 			return lease, nil
@@ -126,6 +148,9 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			return nil, err // closed, cancelled, or a bug in a Node
 		}
 		last = err
+		if w == nil {
+			w = l.hub.join(key)
+		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
 			return nil, err
@@ -133,14 +158,68 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		if ae.HolderTTL > 0 && ae.HolderTTL < wait {
 			wait = ae.HolderTTL
 		}
+		if ae.Granted > 0 {
+			// Some nodes were free: other acquirers split the votes. Try
+			// again soon, at a random point so as not to split them again.
+			wait = min(wait, time.Duration(mrand.Int64N(int64(2*time.Since(start))+1)))
+		}
+		var wake <-chan struct{}
+		if w != nil {
+			wake = w.wake
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), last)
 		case <-t.C:
+		case <-wake:
+			t.Stop()
 		}
 	}
+}
+
+// standBack delays an Acquire of key that follows this Locker's own release
+// of key while others were waiting, long enough for the woken waiter to
+// take the lock: without it the releasing caller, already next to the
+// nodes, would win nearly every time.
+func (l *Locker) standBack(ctx context.Context, key string) error {
+	l.mu.Lock()
+	until, ok := l.yields[key]
+	if ok {
+		delete(l.yields, key)
+	}
+	l.mu.Unlock()
+	d := time.Until(until)
+	if !ok || d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// noteRelease records that key was released while others were listening
+// and that the release took that long: this Locker's next Acquire of key stands
+// back for a few such round trips.
+func (l *Locker) noteRelease(key string, took time.Duration) {
+	until := time.Now().Add(min(max(3*took, 500*time.Microsecond), 20*time.Millisecond))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.yields) >= 1024 { // forget stale entries; keep the map small
+		now := time.Now()
+		for k, t := range l.yields {
+			if t.Before(now) {
+				delete(l.yields, k)
+			}
+		}
+	}
+	l.yields[key] = until
 }
 
 // TryAcquire makes exactly one attempt to acquire resource. When the lock is
@@ -232,7 +311,11 @@ collect:
 				granted = append(granted, r.idx)
 				counters[r.idx] = r.val.Counter
 			default:
-				ae.Refused = append(ae.Refused, l.nodes[r.idx].Addr())
+				refusal := l.nodes[r.idx].Addr()
+				if r.val.Reason != "" {
+					refusal += " (" + r.val.Reason + ")"
+				}
+				ae.Refused = append(ae.Refused, refusal)
 				if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
 					ae.HolderTTL = r.val.HolderTTL
 				}
@@ -354,7 +437,7 @@ func (l *Locker) cleanup(ctx context.Context, ls *Lease) {
 	ls.cancel(ErrLeaseReleased)
 	run := func() {
 		ls.acquiring.Wait()
-		ls.releaseNodes(context.WithoutCancel(ctx))
+		l.releaseAll(context.WithoutCancel(ctx), ls.key, ls.token, false)
 	}
 	if ctx.Err() != nil {
 		l.bg.Add(1)
@@ -411,6 +494,9 @@ func (l *Locker) Close() error {
 		}
 	}
 	l.bg.Wait()
+	if err := l.hub.close(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -435,6 +521,33 @@ func collectAll(replies <-chan reply[bool], n int) tally {
 		}
 	}
 	return t
+}
+
+// releaseAll deletes key where token holds it, on every node, and waits for
+// every answer. It returns the tally and the most waiters any node
+// announced the release to.
+func (l *Locker) releaseAll(ctx context.Context, key, token string, announce bool) (t tally, listeners int) {
+	var wg sync.WaitGroup
+	replies := fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (int, error) {
+		ok, heard, err := n.Release(ctx, key, token, announce)
+		if !ok {
+			return -1, err
+		}
+		return heard, err
+	})
+	for range len(l.nodes) {
+		r := <-replies
+		switch {
+		case r.err != nil:
+			t.errs = append(t.errs, r.err)
+		case r.val >= 0:
+			t.yes++
+			listeners = max(listeners, r.val)
+		default:
+			t.no++
+		}
+	}
+	return t, listeners
 }
 
 // Renew extends the lock on resource held by token (from another process,
@@ -475,10 +588,7 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	t := collectAll(fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
-		return n.Release(ctx, l.Key(resource), token)
-	}), len(l.nodes))
+	t, _ := l.releaseAll(ctx, l.Key(resource), token, true)
 	return l.verdict("release", resource, t)
 }
 

@@ -35,9 +35,10 @@ type Node interface {
 	// Renew extends key to ttl if token holds it; it never re-creates an
 	// expired lock. It reports whether token held key.
 	Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
-	// Release deletes key if token holds it and publishes on the release
-	// channel; it reports whether token held key.
-	Release(ctx context.Context, key, token string) (bool, error)
+	// Release deletes key if token holds it and, if announce is set,
+	// publishes on the release channel. It reports whether token held key,
+	// and how many subscribers (waiters) heard the announcement.
+	Release(ctx context.Context, key, token string, announce bool) (released bool, listeners int, err error)
 	// Inspect reads the state of key without changing it.
 	Inspect(ctx context.Context, key string) (LockInfo, error)
 }
@@ -51,6 +52,9 @@ type Grant struct {
 	// HolderTTL is the current holder's remaining time on this node (when not
 	// OK); negative when the lock key has no expiry.
 	HolderTTL time.Duration
+	// Reason says why the node refused when it was not because of a holder
+	// (for example, a read-only replica).
+	Reason string
 }
 
 // LockInfo is the state of one resource on one node.
@@ -114,6 +118,11 @@ func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl t
 	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
 		token, owner, ttl.Milliseconds()).Result()
 	if err != nil {
+		var rerr redis.Error
+		if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "READONLY") {
+			// A replica can never grant: a refusal, not an unknown outcome.
+			return Grant{Reason: "read-only replica"}, nil
+		}
 		return Grant{}, scriptErr(err)
 	}
 	return parseGrant(reply)
@@ -171,8 +180,19 @@ func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Durat
 }
 
 // Release implements Node.
-func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error) {
-	return runFlag(ctx, scripts.Release, n.client, []string{key}, token, releaseChannel(key))
+func (n *RedisNode) Release(ctx context.Context, key, token string, announce bool) (bool, int, error) {
+	flag := "0"
+	if announce {
+		flag = "1"
+	}
+	v, err := scripts.Release.Run(ctx, n.client, []string{key}, token, releaseChannel(key), flag).Int64()
+	if err != nil {
+		return false, 0, scriptErr(err)
+	}
+	if v < 0 {
+		return false, 0, fmt.Errorf("%w: release reply %d", errBadReply, v)
+	}
+	return v > 0, int(max(v-1, 0)), nil
 }
 
 func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, args ...any) (bool, error) {

@@ -43,9 +43,9 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 		op   func() (bool, error)
 	}{
 		{"renew with another token", func() (bool, error) { return node.Renew(ctx, key, tokenB, time.Hour) }},
-		{"release with another token", func() (bool, error) { return node.Release(ctx, key, tokenB) }},
+		{"release with another token", func() (bool, error) { return released(node.Release(ctx, key, tokenB, true)) }},
 		{"fence with another token", func() (bool, error) { return node.Fence(ctx, key, tokenB, 1000) }},
-		{"token prefix is not the token", func() (bool, error) { return node.Release(ctx, key, tokenA[:31]) }},
+		{"token prefix is not the token", func() (bool, error) { return released(node.Release(ctx, key, tokenA[:31], true)) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,8 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 5*time.Second, m.TTL(key))
 
-	ok, err = node.Release(ctx, key, tokenA)
+	ok, heard, err := node.Release(ctx, key, tokenA, true)
+	require.Zero(t, heard, "nobody is subscribed")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.False(t, m.Exists(key))
@@ -124,7 +125,7 @@ func TestWrongTypeKeysGiveAClearErrorAndStayUntouched(t *testing.T) {
 	require.Contains(t, err.Error(), "not a lock")
 	for _, op := range []func() (bool, error){
 		func() (bool, error) { return node.Renew(ctx, "redlock:{hash}", tokenA, time.Second) },
-		func() (bool, error) { return node.Release(ctx, "redlock:{hash}", tokenA) },
+		func() (bool, error) { return released(node.Release(ctx, "redlock:{hash}", tokenA, true)) },
 		func() (bool, error) { return node.Fence(ctx, "redlock:{hash}", tokenA, 3) },
 	} {
 		_, err := op()
@@ -178,3 +179,5 @@ func mustGet(t *testing.T, c *testutil.MiniCluster, key string) string {
 	require.NoError(t, err)
 	return v
 }
+
+func released(ok bool, _ int, err error) (bool, error) { return ok, err }

@@ -41,8 +41,9 @@ var (
 	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
 	// Replies 1 when extended, 0 when not held by the token.
 	Renew = redis.NewScript(renewSrc)
-	// Release deletes the caller's own lock and publishes on the release
-	// channel: KEYS = lock; ARGV = token, channel. Replies 1 or 0.
+	// Release deletes the caller's own lock and, if ARGV[3] is "1",
+	// publishes on the release channel: KEYS = lock; ARGV = token, channel,
+	// announce. Replies 0 when not held, else 1 + the subscribers reached.
 	Release = redis.NewScript(releaseSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence.
 	// Replies {lock key type, value or nil, pttl, fence counter or nil}.

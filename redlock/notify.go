@@ -1,0 +1,273 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Notifier is an optional capability of a Node: it announces releases, so
+// that waiters retry as soon as a lock is released instead of waiting out
+// their backoff. RedisNode implements it with Redis pub/sub on the release
+// channel (key + ":released"). A Locker opens at most one Subscription per
+// node, shared by all its waiters, when it first has to wait.
+type Notifier interface {
+	// Subscribe opens a subscription that calls onRelease with the lock key
+	// of every release announced for a watched key. onRelease must not
+	// block.
+	Subscribe(onRelease func(key string)) Subscription
+}
+
+// Subscription is a Notifier's open subscription.
+type Subscription interface {
+	// Watch starts announcing releases of key.
+	Watch(ctx context.Context, key string) error
+	// Unwatch stops announcing releases of key.
+	Unwatch(ctx context.Context, key string) error
+	// Close ends the subscription and waits for its goroutines to stop.
+	Close() error
+}
+
+var _ Notifier = (*RedisNode)(nil)
+
+// Subscribe implements Notifier with one pub/sub connection.
+func (n *RedisNode) Subscribe(onRelease func(key string)) Subscription {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &redisSubscription{ps: n.client.Subscribe(ctx), cancel: cancel, done: make(chan struct{})}
+	go s.receive(ctx, onRelease)
+	return s
+}
+
+type redisSubscription struct {
+	ps     *redis.PubSub
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// receive delivers release messages until Close. Errors (a node that is
+// down) are retried with a growing pause; go-redis resubscribes the
+// watched channels when it reconnects.
+func (s *redisSubscription) receive(ctx context.Context, onRelease func(string)) {
+	defer close(s.done)
+	pause := 50 * time.Millisecond
+	for {
+		msg, err := s.ps.ReceiveTimeout(ctx, 30*time.Second)
+		if ctx.Err() != nil || errors.Is(err, redis.ErrClosed) {
+			return
+		}
+		if err != nil {
+			var nerr interface{ Timeout() bool }
+			if errors.As(err, &nerr) && nerr.Timeout() {
+				_ = s.ps.Ping(ctx) // keep an idle connection known to be alive
+				continue
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			pause = min(2*pause, time.Second)
+			continue
+		}
+		pause = 50 * time.Millisecond
+		if m, ok := msg.(*redis.Message); ok {
+			if key, ok := strings.CutSuffix(m.Channel, ":released"); ok {
+				onRelease(key)
+			}
+		}
+	}
+}
+
+func (s *redisSubscription) Watch(ctx context.Context, key string) error {
+	return s.ps.Subscribe(ctx, releaseChannel(key))
+}
+
+func (s *redisSubscription) Unwatch(ctx context.Context, key string) error {
+	return s.ps.Unsubscribe(ctx, releaseChannel(key))
+}
+
+func (s *redisSubscription) Close() error {
+	s.cancel()
+	err := s.ps.Close()
+	<-s.done
+	return err
+}
+
+// waitHub lets a Locker's waiters sleep until a release of their key has
+// been announced by a majority of nodes (a release heard from fewer nodes
+// would send a waiter to nodes that still hold the old lock). Waiters of one
+// key queue in arrival order and one is woken per release, so that they
+// take turns instead of splitting the nodes' votes among themselves.
+// Subscriptions open lazily, one per node, and watch exactly the keys that
+// have waiters.
+type waitHub struct {
+	l *Locker
+
+	mu     sync.Mutex
+	opened bool
+	closed bool
+	subs   []*hubSub // nil entries for nodes that are not Notifiers
+	keys   map[string]*keyWait
+	syncs  sync.WaitGroup
+}
+
+// keyWait is the queue of one key's waiters and how many nodes announced a
+// release since the last wake-up.
+type keyWait struct {
+	heard int
+	queue []*waiter
+}
+
+// waiter is one Acquire call waiting for its turn; wake holds at most one
+// pending wake-up.
+type waiter struct {
+	wake chan struct{}
+}
+
+// hubSub is one node's subscription and the keys it watches now.
+type hubSub struct {
+	sub      Subscription
+	mu       sync.Mutex // serializes Watch/Unwatch; guards watching
+	watching map[string]bool
+}
+
+// join queues a waiter for key; it returns nil when no node can announce
+// releases (the caller then relies on backoff alone).
+func (h *waitHub) join(key string) *waiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	if !h.opened {
+		h.opened = true
+		h.subs = make([]*hubSub, len(h.l.nodes))
+		for i, n := range h.l.nodes {
+			if nt, ok := n.(Notifier); ok {
+				h.subs[i] = &hubSub{sub: nt.Subscribe(h.notify), watching: make(map[string]bool)}
+			}
+		}
+	}
+	if !slices.ContainsFunc(h.subs, func(s *hubSub) bool { return s != nil }) {
+		return nil
+	}
+	kw := h.keys[key]
+	if kw == nil {
+		kw = &keyWait{}
+		h.keys[key] = kw
+		h.syncLocked(key)
+	}
+	w := &waiter{wake: make(chan struct{}, 1)}
+	kw.queue = append(kw.queue, w)
+	return w
+}
+
+// leave takes w out of key's queue. A wake-up w did not use passes to the
+// next waiter.
+func (h *waitHub) leave(key string, w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kw := h.keys[key]
+	if kw == nil {
+		return
+	}
+	kw.queue = slices.DeleteFunc(kw.queue, func(x *waiter) bool { return x == w })
+	if len(kw.queue) == 0 {
+		delete(h.keys, key)
+		if !h.closed {
+			h.syncLocked(key)
+		}
+		return
+	}
+	select {
+	case <-w.wake:
+		kw.queue[0].signal()
+	default:
+	}
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// notify is called by the subscriptions for every announced release; once
+// a majority of nodes announced one, the first waiter in line is woken.
+func (h *waitHub) notify(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kw := h.keys[key]
+	if kw == nil {
+		return
+	}
+	kw.heard++
+	if kw.heard >= h.l.quorum {
+		kw.heard = 0
+		kw.queue[0].signal()
+	}
+}
+
+// syncLocked makes every subscription watch key exactly when it has
+// waiters, in the background (a node that is down must not hold up a
+// waiter). Each sync reads the wanted state when it runs, so the last one
+// wins whatever order they run in.
+func (h *waitHub) syncLocked(key string) {
+	for _, s := range h.subs {
+		if s == nil {
+			continue
+		}
+		h.syncs.Add(1)
+		go func() {
+			defer h.syncs.Done()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			h.mu.Lock()
+			want := h.keys[key] != nil && !h.closed
+			h.mu.Unlock()
+			if want == s.watching[key] {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), h.l.cfg.NodeCallTimeout)
+			defer cancel()
+			var err error
+			if want {
+				err = s.sub.Watch(ctx, key)
+			} else {
+				err = s.sub.Unwatch(ctx, key)
+			}
+			if err == nil || want {
+				// A failed Watch is not recorded as watching, but go-redis
+				// resubscribes on reconnect; a failed Unwatch is retried by
+				// the next sync of the key.
+				s.watching[key] = want && err == nil
+			}
+		}()
+	}
+}
+
+// close ends every subscription and waits for pending syncs.
+func (h *waitHub) close() error {
+	h.mu.Lock()
+	h.closed = true
+	subs := h.subs
+	h.mu.Unlock()
+	h.syncs.Wait()
+	var errs []error
+	for _, s := range subs {
+		if s != nil {
+			if err := s.sub.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
