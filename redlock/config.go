@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -60,6 +61,12 @@ type Config struct {
 	// holds it; it is not used for ownership checks. Defaults to
 	// "hostname:pid"; at most MaxOwnerLen bytes.
 	Owner string
+	// Logger receives structured events: lease acquired, released and lost,
+	// and node failures. Tokens are never logged. Defaults to nil: silent.
+	Logger *slog.Logger
+	// Observer receives every event with its latency and node counts, to
+	// feed a metrics system. Defaults to nil.
+	Observer Observer
 }
 
 // drift is the validity held back for clock drift.

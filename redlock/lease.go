@@ -103,8 +103,9 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if again {
 		return fmt.Errorf("%w: %q was already released", ErrLeaseReleased, ls.resource)
 	}
-	if expired {
+	if expired && ls.ctx.Err() == nil {
 		ls.cancel(ErrLeaseLost)
+		ls.locker.emit(ls.leaseEvent(Event{Kind: EventLost, Err: ErrLeaseLost}))
 	}
 	ls.cancel(ErrLeaseReleased) // no effect if the lease was lost first
 	select {
@@ -151,10 +152,13 @@ func (ls *Lease) renewLoop() {
 		case <-ls.ctx.Done():
 			t.Stop()
 		case <-t.C:
+			start := time.Now()
 			if next, ok := ls.renewCycle(validUntil.Add(-lossGuard(validity)), &calls); ok {
 				ls.setValidUntil(next)
-			} else {
+				l.emit(ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start)}))
+			} else if ls.ctx.Err() == nil {
 				ls.cancel(ErrLeaseLost)
+				l.emit(ls.leaseEvent(Event{Kind: EventLost, Latency: time.Since(start), Err: ErrLeaseLost}))
 			}
 		}
 	}
@@ -174,6 +178,9 @@ func (ls *Lease) renewLoop() {
 	default:
 		ls.releaseErr = fmt.Errorf("%w: release %q: %d of %d nodes answered, %d needed; the lock expires by its TTL%w", ErrNoQuorum, ls.resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
 	}
+	if context.Cause(ls.ctx) == ErrLeaseReleased {
+		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: ls.releaseErr}))
+	}
 }
 
 // renewCycle tries to renew the lease on a majority before lossAt, retrying
@@ -188,7 +195,7 @@ func (ls *Lease) renewCycle(lossAt time.Time, calls *sync.WaitGroup) (time.Time,
 	n := len(l.nodes)
 	for {
 		start := time.Now()
-		replies := fanout(l, ctx, l.allIdxs(), calls, func(ctx context.Context, node Node) (bool, error) {
+		replies := fanout(l, ctx, "renew", l.allIdxs(), calls, func(ctx context.Context, node Node) (bool, error) {
 			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
 		})
 		yes, no := 0, 0

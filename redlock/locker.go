@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -134,10 +135,12 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		}
 	}()
 	var last error // the last attempt's *AcquireError
-	for {
+	began := time.Now()
+	for attempts := 1; ; attempts++ {
 		start := time.Now()
 		lease, err := l.attempt(ctx, resource)
 		if err == nil {
+			l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
 			return lease, nil
 		}
 		var ae *AcquireError
@@ -228,7 +231,12 @@ func (l *Locker) TryAcquire(ctx context.Context, resource string) (*Lease, error
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
-	return l.attempt(ctx, resource)
+	start := time.Now()
+	lease, err := l.attempt(ctx, resource)
+	if err == nil {
+		l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
+	}
+	return lease, err
 }
 
 // reply is one node's answer in a fan-out.
@@ -238,22 +246,36 @@ type reply[T any] struct {
 	err error
 }
 
-// fanout calls fn on the nodes with the given indexes, in parallel, each call
-// bounded by NodeCallTimeout under ctx. Replies arrive on the returned
-// channel, which has room for all of them; wg.Done runs after each call.
-func fanout[T any](l *Locker, ctx context.Context, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) <-chan reply[T] {
+// fanout calls fn on the nodes with the given indexes, in parallel, under
+// one NodeCallTimeout deadline derived from ctx. Replies arrive on the
+// returned channel, which has room for all of them; wg.Done runs after each
+// call. Failed calls are reported to the Observer as op.
+func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) <-chan reply[T] {
 	out := make(chan reply[T], len(idxs))
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
+	call := func(i int) reply[T] {
+		v, err := fn(cctx, l.nodes[i])
+		if err != nil {
+			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
+			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
+		}
+		return reply[T]{idx: i, val: v, err: err}
+	}
+	if len(idxs) == 1 { // nothing to wait for in parallel
+		out <- call(idxs[0])
+		cancel()
+		return out
+	}
+	left := int32(len(idxs))
+	lastDone := cancel // the last call to finish frees the deadline
 	wg.Add(len(idxs))
 	for _, i := range idxs {
 		go func() {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
-			v, err := fn(cctx, l.nodes[i])
-			cancel()
-			if err != nil {
-				err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
+			out <- call(i)
+			if atomic.AddInt32(&left, -1) == 0 {
+				lastDone()
 			}
-			out <- reply[T]{idx: i, val: v, err: err}
 		}()
 	}
 	return out
@@ -292,7 +314,7 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	defer slow.Stop()
 
 	n := len(l.nodes)
-	replies := fanout(l, opCtx, l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
+	replies := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
 		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
 	})
 	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: n}
@@ -346,6 +368,7 @@ collect:
 		ae.Reason = "validity elapsed during the attempt"
 		failure = ae.finish()
 	}
+	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(granted), Total: n, Latency: time.Since(start), Err: failure})
 	if failure != nil {
 		cancelOp()
 		l.cleanup(ctx, ls)
@@ -400,7 +423,7 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 		return f, nil
 	}
 
-	replies := fanout(l, opCtx, granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
+	replies := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
 		return node.Fence(ctx, ls.key, ls.token, f)
 	})
 	acked := 0
@@ -528,7 +551,7 @@ func collectAll(replies <-chan reply[bool], n int) tally {
 // announced the release to.
 func (l *Locker) releaseAll(ctx context.Context, key, token string, announce bool) (t tally, listeners int) {
 	var wg sync.WaitGroup
-	replies := fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (int, error) {
+	replies := fanout(l, ctx, "release", l.allIdxs(), &wg, func(ctx context.Context, n Node) (int, error) {
 		ok, heard, err := n.Release(ctx, key, token, announce)
 		if !ok {
 			return -1, err
@@ -564,7 +587,7 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
-	t := collectAll(fanout(l, ctx, l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
+	t := collectAll(fanout(l, ctx, "renew", l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
 		return n.Renew(ctx, l.Key(resource), token, l.cfg.LeaseDuration)
 	}), len(l.nodes))
 	validUntil := start.Add(l.cfg.validity())

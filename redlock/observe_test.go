@@ -1,0 +1,113 @@
+package redlock_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	events []redlock.Event
+}
+
+func (r *recorder) Observe(e redlock.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) kinds() map[redlock.EventKind]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[redlock.EventKind]int{}
+	for _, e := range r.events {
+		m[e.Kind]++
+	}
+	return m
+}
+
+func (r *recorder) first(k redlock.EventKind) redlock.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if e.Kind == k {
+			return e
+		}
+	}
+	return redlock.Event{}
+}
+
+// TestObserverAndLoggerSeeTheLeaseLifecycle: acquisition, renewal, node
+// errors, release and loss are reported with counts and latencies, and the
+// log never contains a token.
+func TestObserverAndLoggerSeeTheLeaseLifecycle(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	rec := &recorder{}
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 150 * time.Millisecond, Observer: rec, Logger: logger})
+
+	c.Fail(2, "ERR injected fault")
+	lease, err := l.Acquire(context.Background(), "observed")
+	require.NoError(t, err)
+	first := lease.ValidUntil()
+	require.Eventually(t, func() bool { return lease.ValidUntil().After(first) }, time.Second, 5*time.Millisecond)
+	require.NoError(t, lease.Release(context.Background()))
+
+	lost, err := l.Acquire(context.Background(), "observed")
+	require.NoError(t, err)
+	require.NoError(t, c.Wipe(0))
+	require.NoError(t, c.Wipe(1))
+	waitDone(t, lost.Context(), time.Second)
+
+	k := rec.kinds()
+	require.GreaterOrEqual(t, k[redlock.EventAttempt], 2)
+	require.Equal(t, 2, k[redlock.EventAcquired])
+	require.GreaterOrEqual(t, k[redlock.EventRenewed], 1)
+	require.Equal(t, 1, k[redlock.EventReleased])
+	require.Equal(t, 1, k[redlock.EventLost])
+	require.Positive(t, k[redlock.EventNodeError])
+
+	acq := rec.first(redlock.EventAcquired)
+	require.Equal(t, "observed", acq.Resource)
+	require.Equal(t, 2, acq.Granted)
+	require.Equal(t, 3, acq.Total)
+	require.Equal(t, 1, acq.Attempts)
+	require.Positive(t, acq.Latency)
+	nodeErr := rec.first(redlock.EventNodeError)
+	require.Equal(t, c.Addrs()[2], nodeErr.Node)
+	require.NotEmpty(t, nodeErr.Op)
+	require.ErrorContains(t, nodeErr.Err, "injected fault")
+
+	logMu.Lock()
+	out := logs.String()
+	logMu.Unlock()
+	require.Contains(t, out, "redlock: acquired")
+	require.Contains(t, out, "redlock: released")
+	require.Contains(t, out, "redlock: lost")
+	require.Contains(t, out, "resource=observed")
+	require.NotContains(t, out, lease.Token())
+	require.NotContains(t, out, lost.Token())
+	require.NotContains(t, out, lease.Token()[:8])
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
