@@ -29,10 +29,9 @@ type Lease struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	// done is closed when the renewal loop has stopped and the lock has been
-	// released on the nodes; releaseErr is its outcome.
-	done       chan struct{}
-	releaseErr error
+	// done is closed when the renewal loop has stopped, and its node calls
+	// with it (after releasing the lock itself if the lease was lost).
+	done chan struct{}
 
 	// acquiring counts the acquisition's node calls still running; the lock
 	// is released only after they finish, so no late grant can outlive it.
@@ -108,15 +107,24 @@ func (ls *Lease) Release(ctx context.Context) error {
 		ls.locker.emit(ls.leaseEvent(Event{Kind: EventLost, Err: ErrLeaseLost}))
 	}
 	ls.cancel(ErrLeaseReleased) // no effect if the lease was lost first
-	select {
-	case <-ls.done:
-	case <-ctx.Done():
-		return fmt.Errorf("redlock: release %q: %w", ls.resource, ctx.Err())
-	}
 	if context.Cause(ls.ctx) == ErrLeaseLost {
 		return fmt.Errorf("%w: %q was lost before Release", ErrLeaseLost, ls.resource)
 	}
-	return ls.releaseErr
+	select {
+	case <-ls.done:
+	case <-ctx.Done():
+		l := ls.locker
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			<-ls.done
+			_ = ls.releaseNodes(context.WithoutCancel(ctx))
+		}()
+		return fmt.Errorf("redlock: release %q: %w", ls.resource, ctx.Err())
+	}
+	// Released here, in the caller's goroutine, rather than by the renewal
+	// loop: one hand-over fewer on the hot path.
+	return ls.releaseNodes(context.WithoutCancel(ctx))
 }
 
 func (ls *Lease) setValidUntil(t time.Time) {
@@ -163,24 +171,34 @@ func (ls *Lease) renewLoop() {
 		}
 	}
 	calls.Wait()
-
 	ls.acquiring.Wait()
 	ls.cancelAcquire()
+	if context.Cause(ls.ctx) == ErrLeaseLost {
+		_ = ls.releaseNodes(context.Background())
+	}
+}
+
+// releaseNodes deletes the lock on every node, announcing it to waiters,
+// and says how it went: nil when a majority released it.
+func (ls *Lease) releaseNodes(ctx context.Context) error {
+	l := ls.locker
 	start := time.Now()
-	t, listeners := l.releaseAll(context.Background(), ls.key, ls.token, true)
+	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true)
 	if listeners > 0 && t.yes >= l.quorum {
 		l.noteRelease(ls.key, time.Since(start))
 	}
+	var err error
 	switch {
 	case t.yes >= l.quorum:
 	case t.yes+t.no >= l.quorum:
-		ls.releaseErr = fmt.Errorf("%w: %q had expired on %d of %d nodes before release", ErrLeaseLost, ls.resource, t.no, len(l.nodes))
+		err = fmt.Errorf("%w: %q had expired on %d of %d nodes before release", ErrLeaseLost, ls.resource, t.no, len(l.nodes))
 	default:
-		ls.releaseErr = fmt.Errorf("%w: release %q: %d of %d nodes answered, %d needed; the lock expires by its TTL%w", ErrNoQuorum, ls.resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
+		err = fmt.Errorf("%w: release %q: %d of %d nodes answered, %d needed; the lock expires by its TTL%w", ErrNoQuorum, ls.resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
 	}
 	if context.Cause(ls.ctx) == ErrLeaseReleased {
-		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: ls.releaseErr}))
+		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: err}))
 	}
+	return err
 }
 
 // renewCycle tries to renew the lease on a majority before lossAt, retrying

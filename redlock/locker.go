@@ -35,8 +35,9 @@ type Locker struct {
 	yields map[string]time.Time
 	// bg counts background goroutines (renewal loops, clean-ups); Close
 	// waits for them.
-	bg  sync.WaitGroup
-	hub waitHub
+	bg      sync.WaitGroup
+	hub     waitHub
+	workers *workers
 }
 
 // New returns a Locker over nodes. It rejects an empty node list, nil or
@@ -61,11 +62,12 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		return nil, err
 	}
 	l := &Locker{
-		cfg:    cfg,
-		nodes:  append([]Node(nil), nodes...),
-		quorum: len(nodes)/2 + 1,
-		leases: make(map[*Lease]struct{}),
-		yields: make(map[string]time.Time),
+		cfg:     cfg,
+		nodes:   append([]Node(nil), nodes...),
+		quorum:  len(nodes)/2 + 1,
+		leases:  make(map[*Lease]struct{}),
+		yields:  make(map[string]time.Time),
+		workers: newWorkers(),
 	}
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
 	return l, nil
@@ -270,13 +272,13 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	lastDone := cancel // the last call to finish frees the deadline
 	wg.Add(len(idxs))
 	for _, i := range idxs {
-		go func() {
+		l.workers.run(func() {
 			defer wg.Done()
 			out <- call(i)
 			if atomic.AddInt32(&left, -1) == 0 {
 				lastDone()
 			}
-		}()
+		})
 	}
 	return out
 }
@@ -520,6 +522,7 @@ func (l *Locker) Close() error {
 	if err := l.hub.close(); err != nil {
 		errs = append(errs, err)
 	}
+	l.workers.stop()
 	return errors.Join(errs...)
 }
 
