@@ -308,10 +308,9 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	// after success does not cut short calls still pending; the validity
 	// deadline bounds them, and failure cancels them.
 	opCtx, cancelOp := context.WithDeadline(context.WithoutCancel(ctx), validUntil)
-	expired := time.NewTimer(time.Until(validUntil))
-	defer expired.Stop()
 	// A client that ignores context deadlines must not hold the attempt up
-	// past NodeCallTimeout: unanswered nodes then count as failed.
+	// past NodeCallTimeout (which is below the validity): unanswered nodes
+	// then count as failed.
 	slow := time.NewTimer(l.cfg.NodeCallTimeout + time.Millisecond)
 	defer slow.Stop()
 
@@ -350,9 +349,6 @@ collect:
 		case <-ctx.Done():
 			failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
 			break collect
-		case <-expired.C:
-			ae.Reason = "validity elapsed before a majority answered"
-			break collect
 		case <-slow.C:
 			ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
 			break collect
@@ -362,7 +358,7 @@ collect:
 
 	var fence fencing.Token
 	if failure == nil && ae.Reason == "" && len(granted) >= l.quorum {
-		fence, failure = ls.confirmFence(ctx, opCtx, granted, counters, expired.C, ae)
+		fence, failure = ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
 	} else if failure == nil {
 		failure = ae.finish()
 	}
@@ -409,7 +405,7 @@ func (e *AcquireError) finish() error {
 // counters (DESIGN.md §5): the maximum F is usable at once when a majority
 // returned exactly F, and otherwise only after a majority of nodes where the
 // lock stands acknowledged raising their counter to F.
-func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters map[int]fencing.Token, expired <-chan time.Time, ae *AcquireError) (fencing.Token, error) {
+func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters map[int]fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
 	l := ls.locker
 	var f fencing.Token
 	for _, i := range granted {
@@ -425,6 +421,8 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 		return f, nil
 	}
 
+	expired := time.NewTimer(time.Until(validUntil))
+	defer expired.Stop()
 	replies := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
 		return node.Fence(ctx, ls.key, ls.token, f)
 	})
@@ -446,7 +444,7 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 			}
 		case <-ctx.Done():
 			return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, ctx.Err())
-		case <-expired:
+		case <-expired.C:
 			received = len(granted)
 		}
 	}
