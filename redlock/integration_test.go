@@ -118,13 +118,13 @@ func TestPausedMajorityEndsTheLeaseBeforeValidity(t *testing.T) {
 		t.Skip("integration test")
 	}
 	c := testutil.StartRedis(t, 5)
-	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 600 * time.Millisecond})
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second})
 	lease, err := l.Acquire(context.Background(), "paused-majority")
 	require.NoError(t, err)
 	for _, i := range []int{0, 2, 3} {
 		require.NoError(t, c.Server(i).Pause())
 	}
-	ended := waitDone(t, lease.Context(), 2*time.Second)
+	ended := waitDone(t, lease.Context(), 3*time.Second)
 	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
 	require.True(t, ended.Before(lease.ValidUntil()), "context ended %s after ValidUntil", ended.Sub(lease.ValidUntil()))
 

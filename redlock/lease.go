@@ -69,8 +69,9 @@ func (ls *Lease) Token() string { return ls.token }
 // across restarts.
 func (ls *Lease) Fence() fencing.Token { return ls.fence }
 
-// Granted returns the addresses of the nodes that granted the lease when it
-// was acquired (at least a majority).
+// Granted returns the addresses of the nodes counted toward the quorum when
+// the lease was acquired (a majority; nodes that answered later may hold it
+// too).
 func (ls *Lease) Granted() []string { return append([]string(nil), ls.granted...) }
 
 // ValidUntil returns the instant, on this process's monotonic clock, until
@@ -137,7 +138,7 @@ func (ls *Lease) setValidUntil(t time.Time) {
 // is declared lost, so that Context ends strictly before the lock can
 // expire on the nodes despite timer and scheduling delays.
 func lossGuard(validity time.Duration) time.Duration {
-	return max(time.Millisecond, validity/20)
+	return max(time.Millisecond, validity/10)
 }
 
 // renewLoop renews the lease with a third of its validity left, until the
@@ -183,7 +184,7 @@ func (ls *Lease) renewLoop() {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true)
+	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true, true)
 	if listeners > 0 && t.yes >= l.quorum {
 		l.noteRelease(ls.key, time.Since(start))
 	}

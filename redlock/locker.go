@@ -148,7 +148,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		var ae *AcquireError
 		if !errors.As(err, &ae) {
 			if ctx.Err() != nil && last != nil {
-				return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), last)
+				return nil, ctxEnded(ctx, resource, last)
 			}
 			return nil, err // closed, cancelled, or a bug in a Node
 		}
@@ -176,12 +176,22 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), last)
+			return nil, ctxEnded(ctx, resource, last)
 		case <-t.C:
 		case <-wake:
 			t.Stop()
 		}
 	}
+}
+
+// ctxEnded is Acquire's error when ctx ends while it waits. It wraps
+// ctx.Err(), and ErrNoQuorum when the last attempt could not reach a
+// majority, but never ErrNotAcquired: running out of time is not "busy".
+func ctxEnded(ctx context.Context, resource string, last error) error {
+	if errors.Is(last, ErrNoQuorum) {
+		return fmt.Errorf("redlock: acquire %q: %w (last attempt: %w)", resource, ctx.Err(), last)
+	}
+	return fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", resource, ctx.Err(), last)
 }
 
 // standBack delays an Acquire of key that follows this Locker's own release
@@ -460,7 +470,7 @@ func (l *Locker) cleanup(ctx context.Context, ls *Lease) {
 	ls.cancel(ErrLeaseReleased)
 	run := func() {
 		ls.acquiring.Wait()
-		l.releaseAll(context.WithoutCancel(ctx), ls.key, ls.token, false)
+		l.releaseAll(context.WithoutCancel(ctx), ls.key, ls.token, false, false)
 	}
 	if ctx.Err() != nil {
 		l.bg.Add(1)
@@ -547,10 +557,11 @@ func collectAll(replies <-chan reply[bool], n int) tally {
 	return t
 }
 
-// releaseAll deletes key where token holds it, on every node, and waits for
-// every answer. It returns the tally and the most waiters any node
-// announced the release to.
-func (l *Locker) releaseAll(ctx context.Context, key, token string, announce bool) (t tally, listeners int) {
+// releaseAll deletes key where token holds it, on every node. It waits for
+// every answer, or with early set only until a majority released it (the
+// other calls finish in the background, bounded by NodeCallTimeout). It
+// returns the tally and the most waiters any node announced the release to.
+func (l *Locker) releaseAll(ctx context.Context, key, token string, announce, early bool) (t tally, listeners int) {
 	var wg sync.WaitGroup
 	replies := fanout(l, ctx, "release", l.allIdxs(), &wg, func(ctx context.Context, n Node) (int, error) {
 		ok, heard, err := n.Release(ctx, key, token, announce)
@@ -569,6 +580,9 @@ func (l *Locker) releaseAll(ctx context.Context, key, token string, announce boo
 			listeners = max(listeners, r.val)
 		default:
 			t.no++
+		}
+		if early && t.yes >= l.quorum {
+			break
 		}
 	}
 	return t, listeners
@@ -612,7 +626,7 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	t, _ := l.releaseAll(ctx, l.Key(resource), token, true)
+	t, _ := l.releaseAll(ctx, l.Key(resource), token, true, false)
 	return l.verdict("release", resource, t)
 }
 

@@ -164,17 +164,16 @@ func TestCloseReleasesLeasesAndRefusesNewOnes(t *testing.T) {
 }
 
 // TestNoGoroutineOutlivesItsLease: after Release returns, and after a lease
-// is lost, nothing the lease started is still running.
+// is lost, nothing the lease started is still running (the Locker's idle
+// node-call workers are the Locker's, and stop with it); after Close,
+// nothing the Locker started is.
 func TestNoGoroutineOutlivesItsLease(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
+	base := append(miniredisGoroutines(), goleak.IgnoreCurrent())
 	l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 60 * time.Millisecond})
 	require.NoError(t, err)
-	defer l.Close()
-	// Warm the connection pools so that their goroutines (if any) exist now.
-	warm, err := l.TryAcquire(context.Background(), "warm")
-	require.NoError(t, err)
-	require.NoError(t, warm.Release(context.Background()))
-	ignore := append(miniredisGoroutines(), goleak.IgnoreCurrent())
+	idleWorkers := goleak.IgnoreTopFunction("github.com/e6344662/go-redlock/redlock.(*workers).work")
+	ignore := append(base, idleWorkers)
 
 	lease, err := l.TryAcquire(context.Background(), "leak")
 	require.NoError(t, err)
@@ -190,4 +189,15 @@ func TestNoGoroutineOutlivesItsLease(t *testing.T) {
 	waitDone(t, lost.Context(), time.Second)
 	require.ErrorIs(t, lost.Release(context.Background()), redlock.ErrLeaseLost)
 	goleak.VerifyNone(t, ignore...)
+
+	// A waiter opens the Locker's subscriptions; Close ends them too.
+	held, err := l.TryAcquire(context.Background(), "sub")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = l.Acquire(ctx, "sub")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, held.Release(context.Background()))
+	require.NoError(t, l.Close())
+	goleak.VerifyNone(t, base...)
 }
