@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// statusNode is one node's entry in the --json output of status.
+type statusNode struct {
+	Addr        string  `json:"addr"`
+	Reachable   bool    `json:"reachable"`
+	Held        bool    `json:"held"`
+	TokenPrefix string  `json:"token_prefix,omitempty"`
+	Owner       string  `json:"owner,omitempty"`
+	TTLMillis   int64   `json:"ttl_ms"`
+	Fence       uint64  `json:"fence"`
+	RTTMillis   float64 `json:"rtt_ms"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// statusHolder is the holder in the --json output of status.
+type statusHolder struct {
+	TokenPrefix string `json:"token_prefix"`
+	Owner       string `json:"owner"`
+	TTLMillis   int64  `json:"ttl_ms"`
+}
+
+// statusResult is the --json output of status.
+type statusResult struct {
+	Resource string        `json:"resource"`
+	Key      string        `json:"key"`
+	State    string        `json:"state"`
+	Holder   *statusHolder `json:"holder"`
+	HeldOn   int           `json:"held_on"`
+	FreeOn   int           `json:"free_on"`
+	Answered int           `json:"answered"`
+	Total    int           `json:"total"`
+	Quorum   int           `json:"quorum"`
+	Fence    uint64        `json:"fence"`
+	Nodes    []statusNode  `json:"nodes"`
+}
+
+func (a *app) statusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status RESOURCE",
+		Short: "Show the lock on every node and the overall verdict",
+		Long: `Show, per node, whether it answered (with the error if not), the holder's
+token prefix and owner, the remaining TTL and the node's fence counter; then
+the verdict: held (a majority agrees on one token), free (a majority holds no
+lock), or unknown (no majority answered, or the answers disagree: a lock
+being taken or expiring). Exits 3 when fewer than a majority answered.
+
+` + exitCodeHelp,
+		Args: exactArgs("RESOURCE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.prepare(cmd); err != nil {
+				return err
+			}
+			resource := args[0]
+			if err := checkResource(resource); err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			s, err := a.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			st, err := s.locker.Inspect(ctx, resource)
+			if err != nil {
+				return opError(ctx, err, len(s.nodes))
+			}
+			res := summarizeStatus(s.locker, st)
+			if a.g.json {
+				a.emit(res)
+			} else {
+				a.printStatus(res)
+			}
+			if res.Answered < res.Quorum {
+				return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true,
+					msg: fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", res.Answered, res.Total, res.Quorum)}
+			}
+			return nil
+		},
+	}
+}
+
+// summarizeStatus turns an Inspect result into the status output.
+func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
+	res := statusResult{
+		Resource: st.Resource,
+		Key:      l.Key(st.Resource),
+		State:    st.State.String(),
+		Total:    len(st.Nodes),
+		Quorum:   l.Quorum(),
+		Nodes:    make([]statusNode, 0, len(st.Nodes)),
+	}
+	for _, ns := range st.Nodes {
+		n := statusNode{Addr: ns.Addr, RTTMillis: float64(ns.RTT.Microseconds()) / 1000}
+		if ns.Err != nil {
+			n.Error = reason(unwrapNode(ns.Err))
+			res.Nodes = append(res.Nodes, n)
+			continue
+		}
+		res.Answered++
+		n.Reachable = true
+		n.Fence = uint64(ns.Info.Fence)
+		res.Fence = max(res.Fence, n.Fence)
+		if ns.Info.Held {
+			n.Held = true
+			n.TokenPrefix = tokenPrefix(ns.Info.Token)
+			n.Owner = ns.Info.Owner
+			n.TTLMillis = ns.Info.TTL.Milliseconds()
+			if st.State == redlock.Held && ns.Info.Token == st.Holder.Token {
+				res.HeldOn++
+			}
+		} else {
+			res.FreeOn++
+		}
+		res.Nodes = append(res.Nodes, n)
+	}
+	if st.State == redlock.Held {
+		res.Holder = &statusHolder{
+			TokenPrefix: tokenPrefix(st.Holder.Token),
+			Owner:       st.Holder.Owner,
+			TTLMillis:   st.Holder.TTL.Milliseconds(),
+		}
+	}
+	return res
+}
+
+// unwrapNode returns the error inside a *redlock.NodeError.
+func unwrapNode(err error) error {
+	if ne, ok := err.(*redlock.NodeError); ok {
+		return ne.Err
+	}
+	return err
+}
+
+func (a *app) printStatus(res statusResult) {
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tLOCK\tTOKEN\tOWNER\tTTL\tFENCE\tRTT\tERROR")
+	for _, n := range res.Nodes {
+		rtt := fmtDuration(time.Duration(n.RTTMillis * float64(time.Millisecond)))
+		switch {
+		case !n.Reachable:
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\t%s\n", n.Addr, rtt, n.Error)
+		case n.Held:
+			fmt.Fprintf(tw, "%s\theld\t%s\t%s\t%s\t%d\t%s\t\n", n.Addr, n.TokenPrefix, n.Owner, ttlText(n.TTLMillis), n.Fence, rtt)
+		default:
+			fmt.Fprintf(tw, "%s\tfree\t-\t-\t-\t%d\t%s\t\n", n.Addr, n.Fence, rtt)
+		}
+	}
+	_ = tw.Flush()
+	a.printf("%s\n", verdict(res))
+}
+
+// ttlText formats a TTL in milliseconds; negative means no expiry.
+func ttlText(ms int64) string {
+	if ms < 0 {
+		return "no expiry"
+	}
+	return fmtDuration(time.Duration(ms) * time.Millisecond)
+}
+
+// verdict is the last line of status.
+func verdict(res statusResult) string {
+	q := fmt.Sprintf("quorum %d of %d", res.Quorum, res.Total)
+	switch {
+	case res.Holder != nil:
+		return fmt.Sprintf("%q: held by %s (token %s...) on %d nodes, %s; expires in %s; fence counter %d",
+			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, res.HeldOn, q, ttlText(res.Holder.TTLMillis), res.Fence)
+	case res.State == "free":
+		return fmt.Sprintf("%q: free on %d nodes, %s; fence counter %d", res.Resource, res.FreeOn, q, res.Fence)
+	case res.Answered < res.Quorum:
+		return fmt.Sprintf("%q: unknown: only %d nodes answered, %s", res.Resource, res.Answered, q)
+	}
+	return fmt.Sprintf("%q: unknown: no majority agrees (held on %d, free on %d, %s): a lock being taken, released or expiring",
+		res.Resource, res.Answered-res.FreeOn, res.FreeOn, q)
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// envNodes is the environment variable that supplies --nodes.
+const envNodes = "REDLOCK_NODES"
+
+// globals holds the flags shared by every command.
+type globals struct {
+	nodes   []string
+	prefix  string
+	ttl     time.Duration
+	timeout time.Duration
+	owner   string
+	json    bool
+}
+
+// register adds the global flags to fs.
+func (g *globals) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&g.nodes, "nodes", nil, "Redis node `URLs`, comma-separated or repeated: redis://[user:password@]host:port[/db] or rediss://... (default $"+envNodes+")")
+	fs.StringVar(&g.prefix, "prefix", redlock.DefaultKeyPrefix, "key prefix of the lock keys")
+	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
+	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
+	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
+	fs.BoolVar(&g.json, "json", false, "print one JSON object per result on stdout")
+}
+
+// validate checks the global timing flags. fs tells which flags were set.
+func (g *globals) validate(fs *pflag.FlagSet) error {
+	if err := positive("ttl", g.ttl); err != nil {
+		return err
+	}
+	if fs.Changed("timeout") {
+		if err := positive("timeout", g.timeout); err != nil {
+			return err
+		}
+		if g.timeout >= g.ttl {
+			return usageErrorf("--timeout %s must be shorter than --ttl %s", g.timeout, g.ttl)
+		}
+	}
+	if g.prefix == "" {
+		return usageErrorf("--prefix must not be empty")
+	}
+	if len(g.owner) > redlock.MaxOwnerLen {
+		return usageErrorf("--owner is %d bytes, over the limit of %d", len(g.owner), redlock.MaxOwnerLen)
+	}
+	return nil
+}
+
+// callTimeout is the per-node call timeout in effect.
+func (g *globals) callTimeout() time.Duration {
+	if g.timeout > 0 {
+		return g.timeout
+	}
+	return min(redlock.DefaultMaxNodeCallTimeout, g.ttl/3)
+}
+
+// config is the Locker configuration the flags describe.
+func (g *globals) config() redlock.Config {
+	return redlock.Config{
+		LeaseDuration:   g.ttl,
+		NodeCallTimeout: g.timeout,
+		KeyPrefix:       g.prefix,
+		Owner:           g.owner,
+	}
+}
+
+// positive rejects a zero or negative duration for --name.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return usageErrorf("--%s must be a positive duration, got %s", name, d)
+	}
+	return nil
+}
+
+// nodeURLs returns the node URLs from --nodes, or else from the environment
+// (getenv), split at commas and trimmed, each checked for form; empty
+// entries are skipped.
+func (g *globals) nodeURLs(getenv func(string) string) ([]string, error) {
+	raw := g.nodes
+	if len(raw) == 0 {
+		raw = []string{getenv(envNodes)}
+	}
+	var urls []string
+	for _, r := range raw {
+		for _, u := range strings.Split(r, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			if err := checkURL(u); err != nil {
+				return nil, err
+			}
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return nil, usageErrorf("no nodes: set --nodes or %s to redis:// URLs", envNodes)
+	}
+	return urls, nil
+}
+
+// checkURL rejects what is plainly not a redis:// or rediss:// URL with a
+// host. Messages never contain the URL's password. redlock.Dial checks the
+// rest (options, database number).
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		why := "not a URL"
+		var ue *url.Error
+		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) {
+			why = ue.Err.Error() // no quoted fragment, so no part of a password
+		}
+		return usageErrorf("malformed node URL %s: %s", redactURL(raw), why)
+	}
+	if strings.ContainsAny(raw, " \t\r\n") {
+		return usageErrorf("malformed node URL %s: contains white space", redactURL(raw))
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return usageErrorf("malformed node URL %s: scheme must be redis:// or rediss://", redactURL(raw))
+	}
+	if u.Host == "" {
+		return usageErrorf("malformed node URL %s: no host", redactURL(raw))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return usageErrorf("malformed node URL %s: port %s out of range", redactURL(raw), p)
+		}
+	}
+	return nil
+}
+
+// redactURL returns raw with the password hidden, whether or not raw
+// parses as a URL: in the part between "://" and the next "/", everything
+// after the user name and before the last "@" becomes "xxxxx" (all of it
+// when there is no user name, as go-redis then takes it for the password).
+func redactURL(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(raw)
+	if i := strings.IndexAny(raw[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(raw[start:end], "@")
+	if at < 0 {
+		return raw
+	}
+	at += start
+	hidden := "xxxxx"
+	if user, _, hasPass := strings.Cut(raw[start:at], ":"); hasPass {
+		hidden = user + ":xxxxx"
+	}
+	return raw[:start] + hidden + raw[at:]
+}
+
+// checkResource rejects resource names the library would refuse, before
+// any network traffic.
+func checkResource(resource string) error {
+	if resource == "" {
+		return usageErrorf("empty resource name")
+	}
+	if len(resource) > redlock.MaxResourceLen {
+		return usageErrorf("resource name is %d bytes, over the limit of %d", len(resource), redlock.MaxResourceLen)
+	}
+	return nil
+}
+
+// checkToken rejects a --token that cannot be a lock token (32 hex digits).
+func checkToken(token string) error {
+	if token == "" {
+		return usageErrorf("--token is required (the token printed by acquire)")
+	}
+	if _, err := hex.DecodeString(token); err != nil || len(token) != 32 {
+		return usageErrorf("--token must be 32 hex digits (the token printed by acquire), got %d characters", len(token))
+	}
+	return nil
+}
+
+// tokenPrefix is the part of a token that status shows.
+func tokenPrefix(token string) string {
+	const n = 8
+	if len(token) <= n {
+		return token
+	}
+	return token[:n]
+}
+
+// fmtDuration formats d for people: "9.95s", "320ms".
+func fmtDuration(d time.Duration) string {
+	if d < 0 {
+		return "none"
+	}
+	return roundDur(d).String()
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// session is a connection to the nodes and a Locker over them.
+type session struct {
+	nodes  redlock.Nodes
+	locker *redlock.Locker
+}
+
+// connect dials the nodes named by the global flags and builds a Locker.
+// Errors are *cliError values: usage (bad URL or configuration) or no
+// quorum (no majority answered a PING within the call timeout).
+func (a *app) connect(ctx context.Context) (*session, error) {
+	urls, err := a.g.nodeURLs(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	if a.g.ttl < redlock.MinLeaseDuration {
+		return nil, usageErrorf("--ttl %s is below the minimum %s", a.g.ttl, redlock.MinLeaseDuration)
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
+	defer cancel()
+	nodes, err := redlock.Dial(dctx, urls...)
+	if err != nil {
+		if ie := interrupted(ctx); ie != nil {
+			return nil, ie
+		}
+		if errors.Is(err, redlock.ErrNoQuorum) {
+			return nil, noQuorumError(err, answeredNodes(err, len(urls)), len(urls))
+		}
+		return nil, classify(err)
+	}
+	l, err := redlock.New(nodes, a.g.config())
+	if err != nil {
+		_ = nodes.Close()
+		return nil, classify(err)
+	}
+	return &session{nodes: nodes, locker: l}, nil
+}
+
+// close releases every lease still held, stops background work and closes
+// the connections.
+func (s *session) close() {
+	_ = s.locker.Close()
+	_ = s.nodes.Close()
+}
+
+// abandon closes the connections but leaves any lease to expire by its TTL
+// (acquire: the lock outlives the process).
+func (s *session) abandon() {
+	_ = s.nodes.Close()
+}
+
+// wallClock converts an instant on this process's monotonic clock to wall
+// time, for printing.
+func wallClock(t time.Time) time.Time {
+	return time.Now().Add(time.Until(t)).Round(time.Millisecond).UTC()
+}
+
+// opError maps the failure of a renew, release or inspect by token to a
+// *cliError, with a message naming the nodes that failed.
+func opError(ctx context.Context, err error, n int) *cliError {
+	if ie := interrupted(ctx); ie != nil {
+		return ie
+	}
+	if errors.Is(err, redlock.ErrNoQuorum) {
+		return noQuorumError(err, answeredNodes(err, n), n)
+	}
+	return classify(err)
+}
