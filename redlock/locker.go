@@ -25,6 +25,7 @@ import (
 type Locker struct {
 	cfg    Config
 	nodes  []Node
+	all    []int // 0..len(nodes)-1
 	quorum int
 
 	mu     sync.Mutex
@@ -70,6 +71,10 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		workers: newWorkers(),
 	}
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
+	l.all = make([]int, len(nodes))
+	for i := range l.all {
+		l.all[i] = i
+	}
 	return l, nil
 }
 
@@ -293,13 +298,8 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	return out
 }
 
-func (l *Locker) allIdxs() []int {
-	idxs := make([]int, len(l.nodes))
-	for i := range idxs {
-		idxs[i] = i
-	}
-	return idxs
-}
+// allIdxs returns the indexes of every node (shared; never modified).
+func (l *Locker) allIdxs() []int { return l.all }
 
 // attempt makes one acquisition attempt (DESIGN.md §4, §5).
 func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
