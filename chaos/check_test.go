@@ -1,0 +1,192 @@
+package chaos_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/chaos"
+	"github.com/e6344662/go-redlock/fencing"
+)
+
+// The checkers must find what they look for: each test below feeds one a
+// history made by hand with exactly one kind of violation (or none).
+
+const ms = time.Millisecond
+
+// term builds a lease held by client c with token tok over [from, to] ms,
+// asked for 1ms before.
+func term(c int, tok fencing.Token, from, to int) chaos.Lease {
+	return chaos.Lease{Client: c, Fence: tok, CalledAt: time.Duration(from-1) * ms, AcquiredAt: time.Duration(from) * ms, HeldUntil: time.Duration(to) * ms}
+}
+
+func read(c, lease int, from, to int, value string, highest fencing.Token) chaos.Op {
+	return chaos.Op{Client: c, Lease: lease, Kind: chaos.Read, Call: time.Duration(from) * ms, Return: time.Duration(to) * ms,
+		Value: value, Highest: highest, Found: value != ""}
+}
+
+func write(c, lease int, from, to int, value string, tok fencing.Token, out chaos.Outcome, highest fencing.Token) chaos.Op {
+	return chaos.Op{Client: c, Lease: lease, Kind: chaos.Write, Call: time.Duration(from) * ms, Return: time.Duration(to) * ms,
+		Value: value, Token: tok, Outcome: out, Highest: highest}
+}
+
+func final(at int, value string, highest fencing.Token) chaos.Op {
+	return read(9, -1, at, at+1, value, highest)
+}
+
+// clean is two holders, one after the other, each reading and then
+// writing what it computed from its read.
+func clean() *chaos.History {
+	v1 := chaos.NewValue("c0.1", "")
+	v2 := chaos.NewValue("c1.1", v1)
+	return &chaos.History{
+		Leases: []chaos.Lease{term(0, 1, 0, 10), term(1, 2, 20, 30)},
+		Ops: []chaos.Op{
+			read(0, 0, 1, 2, "", 0),
+			write(0, 0, 3, 4, v1, 1, chaos.Accepted, 0),
+			read(1, 1, 21, 22, v1, 1),
+			write(1, 1, 23, 24, v2, 2, chaos.Accepted, 0),
+			final(40, v2, 2),
+		},
+	}
+}
+
+func linearizable(t *testing.T, h *chaos.History) porcupine.CheckResult {
+	t.Helper()
+	res, err := chaos.CheckLinearizable(h.Ops, 10*time.Second, "")
+	require.NoError(t, err)
+	return res
+}
+
+func TestCheckCleanHistory(t *testing.T) {
+	h := clean()
+	r := chaos.Check(h)
+	require.Zero(t, r.ResourceViolations(), r.String())
+	require.Zero(t, r.LockViolations(), r.String())
+	require.Equal(t, 2, r.Terms)
+	require.Equal(t, 2, r.Accepted)
+	require.Equal(t, porcupine.Ok, linearizable(t, h))
+}
+
+func TestCheckFindsStaleWriteAccepted(t *testing.T) {
+	h := clean()
+	// A stalled first holder writes with token 1 after token 2 was accepted,
+	// and the resource (wrongly) takes it.
+	late := write(0, 0, 25, 26, chaos.NewValue("c0.2", chaos.NewValue("c0.1", "")), 1, chaos.Accepted, 0)
+	h.Ops = append(h.Ops[:4], late, final(40, late.Value, 1))
+	r := chaos.Check(h)
+	require.Equal(t, 1, r.StaleAccepted, r.String())
+	require.Equal(t, 1, r.LateWrites)
+	require.Equal(t, porcupine.Illegal, linearizable(t, h))
+}
+
+func TestCheckAcceptsRejectedStaleWrite(t *testing.T) {
+	h := clean()
+	stale := write(0, 0, 25, 26, chaos.NewValue("c0.2", chaos.NewValue("c0.1", "")), 1, chaos.Stale, 2)
+	h.Ops = append(h.Ops[:4], stale, h.Ops[4])
+	r := chaos.Check(h)
+	require.Zero(t, r.ResourceViolations(), r.String())
+	require.Zero(t, r.LockViolations(), r.String())
+	require.Equal(t, 1, r.Rejected)
+	require.Equal(t, porcupine.Ok, linearizable(t, h))
+
+	// A stale refusal that names the wrong highest token is not a fenced
+	// register's behaviour.
+	h.Ops[4].Highest = 7
+	require.Equal(t, porcupine.Illegal, linearizable(t, h))
+}
+
+func TestCheckFindsOverlappingLeases(t *testing.T) {
+	h := clean()
+	h.Leases[1].AcquiredAt = 9 * ms
+	h.Leases[1].CalledAt = 8 * ms
+	r := chaos.Check(h)
+	require.Equal(t, 1, r.Overlaps, r.String())
+	require.Equal(t, porcupine.Ok, linearizable(t, h), "the resource itself was fine")
+}
+
+func TestCheckFindsTokenRegressions(t *testing.T) {
+	h := clean()
+	h.Leases[1].Fence = 1 // asked for after token 1 was granted, and got 1 again
+	r := chaos.Check(h)
+	require.Equal(t, 1, r.TokenRegressions, r.String())
+	require.Equal(t, 2, r.DuplicateTokens)
+
+	h = clean()
+	h.Ops[3].Token = 1 // both holders' writes carried token 1
+	r = chaos.Check(h)
+	require.Equal(t, 1, r.SharedTokens, r.String())
+}
+
+func TestCheckFindsLostWrites(t *testing.T) {
+	// Both holders computed their write from the empty register: the first
+	// holder's write, made inside its lease, was lost.
+	v1 := chaos.NewValue("c0.1", "")
+	v2 := chaos.NewValue("c1.1", "")
+	h := &chaos.History{
+		Leases: []chaos.Lease{term(0, 1, 0, 10), term(1, 2, 20, 30)},
+		Ops: []chaos.Op{
+			read(0, 0, 1, 2, "", 0),
+			write(0, 0, 3, 4, v1, 1, chaos.Accepted, 0),
+			read(1, 1, 0, 2, "", 0), // read before its lease: a broken client
+			write(1, 1, 23, 24, v2, 2, chaos.Accepted, 0),
+			final(40, v2, 2),
+		},
+	}
+	r := chaos.Check(h)
+	require.Equal(t, 1, r.LostInWindow, r.String())
+	require.Zero(t, r.LostLate)
+
+	// The same loss of a write made after its writer's lease had ended is
+	// fencing's limit (reads are not fenced), not a violation.
+	h.Leases[0].HeldUntil = 2 * ms
+	r = chaos.Check(h)
+	require.Zero(t, r.LostInWindow, r.String())
+	require.Equal(t, 1, r.LostLate)
+}
+
+func TestCheckFindsFinalMismatch(t *testing.T) {
+	h := clean()
+	h.Ops[4] = final(40, h.Ops[1].Value, 1) // the last accepted write vanished
+	r := chaos.Check(h)
+	require.True(t, r.FinalMismatch, r.String())
+	require.Equal(t, porcupine.Illegal, linearizable(t, h))
+}
+
+func TestCheckUnknownWriteMayLandOrNot(t *testing.T) {
+	for _, landed := range []bool{false, true} {
+		h := clean()
+		v3 := chaos.NewValue("c1.2", h.Ops[3].Value)
+		h.Ops = append(h.Ops[:4], write(1, 1, 25, 26, v3, 2, chaos.Unknown, 0), final(40, h.Ops[3].Value, 2))
+		if landed {
+			h.Ops[5] = final(40, v3, 2)
+		}
+		r := chaos.Check(h)
+		require.Zero(t, r.ResourceViolations(), "landed=%t: %s", landed, r)
+		require.Equal(t, porcupine.Ok, linearizable(t, h), "landed=%t", landed)
+	}
+}
+
+func TestCheckFindsReadOfUnwrittenValue(t *testing.T) {
+	h := clean()
+	h.Ops[2] = read(1, 1, 21, 22, "never-written", 1)
+	require.Equal(t, porcupine.Illegal, linearizable(t, h))
+}
+
+func TestCheckFindsGrantDuringMajorityLoss(t *testing.T) {
+	h := clean()
+	h.Faults = []chaos.Fault{{Kind: "majority-killed", Nodes: []int{0, 1, 2}, Start: 15 * ms, End: 35 * ms, MajorityDown: true}}
+	r := chaos.Check(h)
+	require.Equal(t, 1, r.MajorityGrants, r.String())
+	h.Faults[0].MajorityDown = false
+	require.Zero(t, chaos.Check(h).MajorityGrants)
+}
+
+func TestValueChain(t *testing.T) {
+	v := chaos.NewValue("c1.2", chaos.NewValue("c0.1", ""))
+	require.Equal(t, "c1.2", chaos.ValueID(v))
+	require.Equal(t, "c1.2<-c0.1", v)
+	require.Empty(t, chaos.ValueID(""))
+}

@@ -1,0 +1,547 @@
+package chaos_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/e6344662/go-redlock/chaos"
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// Environment variables that steer the suite.
+const (
+	// durationEnv sets how long each scenario runs (time.ParseDuration
+	// syntax); "10m" makes a long soak.
+	durationEnv = "REDLOCK_CHAOS_DURATION"
+	// seedEnv replays a run: the nemesis schedule and every client's
+	// choices derive from it. "random" draws a new seed.
+	seedEnv = "REDLOCK_CHAOS_SEED"
+	// reportEnv names a file to which every scenario appends its counts as
+	// one JSON line.
+	reportEnv = "REDLOCK_CHAOS_REPORT"
+
+	defaultSeed     = 20260601
+	defaultDuration = 7 * time.Second
+)
+
+const (
+	lockNodes = 5
+	clients   = 6
+	resource  = "chaos"
+	register  = "register"
+	// opTimeout bounds every read and write of the register and every
+	// release: the resource server is never faulted.
+	opTimeout = 2 * time.Second
+	// acquireTimeout bounds every Acquire.
+	acquireTimeout = 2 * time.Second
+)
+
+// scenario is one row of RELIABILITY.md's table.
+type scenario struct {
+	name string
+	// nemeses are picked at random, one at a time, for the whole run.
+	nemeses []nemesis
+	// stallers is how many clients sometimes stall past their lease
+	// before writing.
+	stallers int
+	// holdProb is the chance that a term holds its lease for 0.5-1.5
+	// times its duration, so that renewals run (default 1.5%).
+	holdProb float64
+	// serverOpts configure the lock nodes (the resource server always
+	// keeps the defaults: AOF, appendfsync always).
+	serverOpts []testutil.Option
+	// unsafe marks a run that breaks an assumption of the safety argument
+	// on purpose: violations of the lock's guarantees are measured and
+	// reported, not failed on. The resource side must still hold.
+	unsafe bool
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{name: "kill-restart", nemeses: []nemesis{killMinority}},
+		{name: "pause", nemeses: []nemesis{pauseShort, pauseLong}},
+		{name: "majority-loss", nemeses: []nemesis{majorityDown}},
+		{name: "script-flush", nemeses: []nemesis{scriptFlush}},
+		{name: "client-stalls", stallers: 2},
+		{name: "mixed", stallers: 2, nemeses: []nemesis{killMinority, pauseShort, pauseLong, majorityDown, scriptFlush}},
+		{
+			name:       "no-persistence",
+			nemeses:    []nemesis{restartEmpty, wipe},
+			serverOpts: []testutil.Option{testutil.WithConfig("appendonly no")},
+			holdProb:   0.15,
+			unsafe:     true,
+		},
+	}
+}
+
+// TestChaos runs every scenario for REDLOCK_CHAOS_DURATION (default 7s)
+// with the seed REDLOCK_CHAOS_SEED (default fixed, so CI runs the same
+// schedule every time), then checks the history. Replay one scenario with
+//
+//	REDLOCK_CHAOS_SEED=<seed> go test -v -run 'TestChaos/<name>' ./chaos/
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos suite: real redis-server processes, about a minute")
+	}
+	duration := chaosDuration(t)
+	seed := chaosSeed(t)
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) { runScenario(t, sc, seed, duration) })
+	}
+}
+
+func chaosDuration(t *testing.T) time.Duration {
+	v := os.Getenv(durationEnv)
+	if v == "" {
+		return defaultDuration
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration such as 15s or 10m", durationEnv, v)
+	}
+	return d
+}
+
+func chaosSeed(t *testing.T) uint64 {
+	switch v := os.Getenv(seedEnv); v {
+	case "":
+		return defaultSeed
+	case "random":
+		return rand.Uint64() >> 1
+	default:
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: want a decimal seed or \"random\"", seedEnv, v)
+		}
+		return s
+	}
+}
+
+// env is one scenario's world.
+type env struct {
+	t        *testing.T
+	sc       scenario
+	nodes    *testutil.RedisCluster
+	resource *testutil.RedisServer
+	h        *chaos.History
+	leases   []time.Duration // per client
+}
+
+func (e *env) minLease() time.Duration { return minDur(e.leases) }
+func (e *env) maxLease() time.Duration { return maxDur(e.leases) }
+
+func minDur(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = min(m, d)
+	}
+	return m
+}
+
+func maxDur(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
+
+func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration) {
+	hs := fnv.New64a()
+	_, _ = hs.Write([]byte(sc.name))
+	rng := rand.New(rand.NewPCG(seed, hs.Sum64()))
+	t.Logf("seed=%d duration=%s (replay: %s=%d %s=%s go test -v -run 'TestChaos/%s$' ./chaos/)",
+		seed, duration, seedEnv, seed, durationEnv, duration, sc.name)
+
+	// Both skip the test without redis-server (REDLOCK_REQUIRE_REDIS=1
+	// makes that a failure).
+	cluster := testutil.StartRedis(t, lockNodes, sc.serverOpts...)
+	res := testutil.StartRedisServer(t)
+	e := &env{t: t, sc: sc, nodes: cluster, resource: res}
+	for range clients {
+		e.leases = append(e.leases, time.Duration(300+rng.IntN(501))*time.Millisecond)
+	}
+	t.Logf("leases %v, %d of %d clients stall", e.leases, sc.stallers, clients)
+
+	e.h = chaos.NewHistory()
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+
+	var clientsDone sync.WaitGroup
+	for i := range clients {
+		crng := rand.New(rand.NewPCG(seed, hs.Sum64()+uint64(i)+1))
+		clientsDone.Go(func() { e.client(ctx, i, crng, i < sc.stallers) })
+	}
+	nemesisDone := make(chan struct{})
+	go func() {
+		defer close(nemesisDone)
+		e.nemesis(ctx, rng)
+	}()
+	<-nemesisDone
+	clientsDone.Wait()
+	e.healAll()
+	e.finalRead()
+
+	rep := chaos.Check(e.h)
+	viz := filepath.Join(os.TempDir(), fmt.Sprintf("redlock-chaos-%s-%d.html", sc.name, seed))
+	lin, err := chaos.CheckLinearizable(e.h.Ops, time.Minute, viz)
+	if err != nil {
+		t.Errorf("porcupine visualization: %v", err)
+	}
+	rep.NotLinearizable = lin == porcupine.Illegal
+	rep.LinearizeUnknown = lin == porcupine.Unknown
+	t.Logf("counts: %s", rep)
+	for _, ex := range rep.Examples {
+		t.Logf("  example: %s", ex)
+	}
+	e.writeReport(seed, duration, rep)
+
+	if lin != porcupine.Ok {
+		t.Errorf("the register's history is not linearizable (%s); visualization in %s", lin, viz)
+	}
+	if n := rep.ResourceViolations(); n > 0 {
+		t.Errorf("%d violations of the resource side's guarantees", n)
+	}
+	if rep.Accepted == 0 {
+		t.Errorf("no write was accepted: the run tested nothing")
+	}
+	if sc.unsafe {
+		t.Logf("assumption broken on purpose: %d violations of the lock's guarantees (overlapping leases %d, token regressions %d, duplicate tokens %d, lost in-window writes %d)",
+			rep.LockViolations(), rep.Overlaps, rep.TokenRegressions, rep.DuplicateTokens, rep.LostInWindow)
+		return
+	}
+	if n := rep.LockViolations(); n > 0 {
+		t.Errorf("%d violations of the lock's guarantees", n)
+	}
+	if sc.stallers > 0 && rep.Stalls == 0 {
+		t.Errorf("no client stalled: the run did not test fencing")
+	}
+}
+
+// writeReport appends the scenario's counts to REDLOCK_CHAOS_REPORT.
+func (e *env) writeReport(seed uint64, duration time.Duration, rep *chaos.Report) {
+	path := os.Getenv(reportEnv)
+	if path == "" {
+		return
+	}
+	line, err := json.Marshal(struct {
+		Scenario string
+		Seed     uint64
+		Duration string
+		Ops      int
+		*chaos.Report
+		ResourceViolationsTotal int
+		LockViolationsTotal     int
+	}{e.sc.name, seed, duration.String(), len(e.h.Ops), rep, rep.ResourceViolations(), rep.LockViolations()})
+	if err != nil {
+		e.t.Errorf("report: %v", err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		e.t.Errorf("report: %v", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		e.t.Errorf("report: %v", err)
+	}
+}
+
+// healAll resumes and restarts every lock node, so that the final state
+// can be inspected and the next scenario starts clean.
+func (e *env) healAll() {
+	for _, s := range e.nodes.Servers() {
+		if err := s.Resume(); err != nil {
+			e.t.Errorf("heal: %v", err)
+		}
+		if !s.Running() {
+			if err := s.Restart(); err != nil {
+				e.t.Errorf("heal: %v", err)
+			}
+		}
+	}
+}
+
+// finalRead reads the register once every client has stopped; it is the
+// history's last operation.
+func (e *env) finalRead() {
+	store := fencing.NewStore(e.resource.Client(), "chaos:")
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	call := e.h.Now()
+	v, hi, found, err := store.Read(ctx, register)
+	if err != nil {
+		e.t.Fatalf("final read of the register: %v", err)
+	}
+	e.h.AddOp(chaos.Op{Client: clients, Lease: -1, Kind: chaos.Read, Call: call, Return: e.h.Now(), Value: v, Highest: hi, Found: found})
+}
+
+// client is one process of the application: its own Locker (and
+// connections) over the five lock nodes, looping acquire → fenced
+// read-modify-writes of the register → release until ctx ends. A staller
+// sometimes freezes, with its node calls, for longer than its lease
+// between reading and writing, and then writes without checking the lease:
+// a stand-in for a GC pause, which only fencing can make harmless.
+func (e *env) client(ctx context.Context, id int, rng *rand.Rand, staller bool) {
+	g := &gate{}
+	nodes := make([]redlock.Node, 0, lockNodes)
+	for _, s := range e.nodes.Servers() {
+		nodes = append(nodes, &gatedNode{RedisNode: s.Node().(*redlock.RedisNode), g: g})
+	}
+	ttl := e.leases[id]
+	locker, err := redlock.New(nodes, redlock.Config{
+		LeaseDuration: ttl,
+		Owner:         "chaos-client-" + strconv.Itoa(id),
+		NewBackOff: func() backoff.BackOff {
+			return backoff.NewExponentialBackOff(
+				backoff.WithInitialInterval(10*time.Millisecond),
+				backoff.WithMaxInterval(200*time.Millisecond),
+				backoff.WithMaxElapsedTime(0))
+		},
+	})
+	if err != nil {
+		e.t.Errorf("client %d: %v", id, err)
+		return
+	}
+	defer func() {
+		if err := locker.Close(); err != nil && !errors.Is(err, redlock.ErrNoQuorum) {
+			e.t.Errorf("client %d: close: %v", id, err)
+		}
+	}()
+	store := fencing.NewStore(e.resource.Client(), "chaos:")
+	h := e.h
+	seq := 0
+
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
+		called := h.Now()
+		lease, err := locker.Acquire(actx, resource)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				h.Count(func(h *chaos.History) { h.AcquireErrors[acquireReason(err)]++ })
+			}
+			continue
+		}
+		acquired := h.Now()
+		li := h.AddLease(chaos.Lease{Client: id, Fence: lease.Fence(), CalledAt: called, AcquiredAt: acquired, HeldUntil: acquired})
+		verify := func() bool {
+			now := time.Now()
+			if lease.Context().Err() != nil || !now.Before(lease.ValidUntil()) {
+				return false
+			}
+			at := h.Since(now)
+			h.UpdateLease(li, func(l *chaos.Lease) { l.HeldUntil = max(l.HeldUntil, at) })
+			return true
+		}
+		verify()
+
+		stall := staller && rng.Float64() < 0.3
+		if stall {
+			h.UpdateLease(li, func(l *chaos.Lease) { l.Stalled = true })
+		}
+		writes := 1 + rng.IntN(3)
+		holdAt := -1
+		if !stall && rng.Float64() < cmp.Or(e.sc.holdProb, 0.015) {
+			holdAt = rng.IntN(writes)
+		}
+		for k := range writes {
+			if k == holdAt {
+				// Hold the lease long enough for renewals to run.
+				sleep(ctx, between(rng, ttl/2, ttl*3/2))
+			}
+			if !stall && !verify() {
+				break
+			}
+			prev, ok := e.read(store, id, li)
+			if !ok {
+				break
+			}
+			if stall && k == 0 {
+				g.freeze()
+				time.Sleep(ttl + time.Duration(rng.Int64N(int64(ttl*3/2)))) // past the lease
+				g.thaw()
+				h.Count(func(h *chaos.History) { h.Stalls++ })
+			}
+			seq++
+			e.write(store, id, li, lease.Fence(), chaos.NewValue(fmt.Sprintf("c%d.%d", id, seq), prev))
+			if !stall {
+				verify()
+			}
+		}
+		if !stall {
+			verify()
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		err = lease.Release(rctx)
+		cancel()
+		if errors.Is(err, redlock.ErrLeaseLost) {
+			h.UpdateLease(li, func(l *chaos.Lease) { l.Lost = true })
+			h.Count(func(h *chaos.History) { h.LostLeases++ })
+		}
+	}
+}
+
+// read reads the register and records the read; it reports the value and
+// whether the read succeeded.
+func (e *env) read(store *fencing.Store, client, lease int) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	call := e.h.Now()
+	v, hi, found, err := store.Read(ctx, register)
+	ret := e.h.Now()
+	if err != nil {
+		e.h.Count(func(h *chaos.History) { h.ReadErrors++ })
+		return "", false
+	}
+	e.h.AddOp(chaos.Op{Client: client, Lease: lease, Kind: chaos.Read, Call: call, Return: ret, Value: v, Highest: hi, Found: found})
+	return v, true
+}
+
+// write writes value with token and records the outcome.
+func (e *env) write(store *fencing.Store, client, lease int, token fencing.Token, value string) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	call := e.h.Now()
+	err := store.Write(ctx, register, value, token)
+	ret := e.h.Now()
+	op := chaos.Op{Client: client, Lease: lease, Kind: chaos.Write, Call: call, Return: ret, Value: value, Token: token}
+	var stale *fencing.StaleError
+	switch {
+	case err == nil:
+		op.Outcome = chaos.Accepted
+	case errors.As(err, &stale):
+		op.Outcome, op.Highest = chaos.Stale, stale.Highest
+	default:
+		op.Outcome = chaos.Unknown
+		e.t.Logf("client %d: write with unknown outcome: %v", client, err)
+	}
+	e.h.AddOp(op)
+}
+
+func acquireReason(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return "no-quorum"
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return "not-acquired"
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, ':'); i > 0 {
+		msg = msg[:i]
+	}
+	return "other: " + msg
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// gate freezes one client's node calls, as a process pause would: while
+// frozen, a call waits until the gate thaws or its context ends (then it
+// fails without reaching the node), so the client's renewals fail and its
+// lock expires on the nodes by its TTL.
+type gate struct {
+	mu     sync.Mutex
+	thawed chan struct{} // nil while not frozen
+}
+
+func (g *gate) freeze() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.thawed == nil {
+		g.thawed = make(chan struct{})
+	}
+}
+
+func (g *gate) thaw() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.thawed != nil {
+		close(g.thawed)
+		g.thawed = nil
+	}
+}
+
+func (g *gate) wait(ctx context.Context) error {
+	g.mu.Lock()
+	ch := g.thawed
+	g.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// gatedNode is a RedisNode whose calls pass through a gate. It keeps the
+// node's release notifications (Notifier).
+type gatedNode struct {
+	*redlock.RedisNode
+	g *gate
+}
+
+func (n *gatedNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
+	if err := n.g.wait(ctx); err != nil {
+		return redlock.Grant{}, err
+	}
+	return n.RedisNode.Acquire(ctx, key, token, owner, ttl)
+}
+
+func (n *gatedNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
+	if err := n.g.wait(ctx); err != nil {
+		return false, err
+	}
+	return n.RedisNode.Fence(ctx, key, token, f)
+}
+
+func (n *gatedNode) Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	if err := n.g.wait(ctx); err != nil {
+		return false, err
+	}
+	return n.RedisNode.Renew(ctx, key, token, ttl)
+}
+
+func (n *gatedNode) Release(ctx context.Context, key, token string, announce bool) (bool, int, error) {
+	if err := n.g.wait(ctx); err != nil {
+		return false, 0, err
+	}
+	return n.RedisNode.Release(ctx, key, token, announce)
+}
+
+func (n *gatedNode) Inspect(ctx context.Context, key string) (redlock.LockInfo, error) {
+	if err := n.g.wait(ctx); err != nil {
+		return redlock.LockInfo{}, err
+	}
+	return n.RedisNode.Inspect(ctx, key)
+}
