@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -28,6 +29,10 @@ const (
 	MaxOwnerLen = 256
 	// MinLeaseDuration is the shortest lease duration New accepts.
 	MinLeaseDuration = 10 * time.Millisecond
+	// MaxLeaseDuration is the longest lease duration New accepts.
+	MaxLeaseDuration = 24 * time.Hour
+	// MinNodeCallTimeout is the shortest NodeCallTimeout New accepts.
+	MinNodeCallTimeout = time.Millisecond
 
 	// driftFloor is added to every drift allowance (the Redis distlock rule).
 	driftFloor = 2 * time.Millisecond
@@ -55,7 +60,8 @@ type Config struct {
 	// no elapsed-time limit (the caller's context and the lease's validity
 	// bound the retries).
 	NewBackOff func() backoff.BackOff
-	// KeyPrefix is prepended to every key. Defaults to DefaultKeyPrefix.
+	// KeyPrefix is prepended to every key. Defaults to DefaultKeyPrefix; it
+	// must not contain braces (the resource is the keys' hash tag).
 	KeyPrefix string
 	// Owner is a label stored with every lock so that operators can see who
 	// holds it; it is not used for ownership checks. Defaults to
@@ -98,8 +104,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
-	if c.LeaseDuration < MinLeaseDuration {
-		return c, fmt.Errorf("%w: LeaseDuration %s is below the minimum %s", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration)
+	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration {
+		return c, fmt.Errorf("%w: LeaseDuration %s is outside [%s, %s]", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
 	}
 	if c.ClockDriftFactor == 0 {
 		c.ClockDriftFactor = DefaultClockDriftFactor
@@ -113,17 +119,22 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NodeCallTimeout == 0 {
 		c.NodeCallTimeout = min(DefaultMaxNodeCallTimeout, c.LeaseDuration/3)
 	}
-	if c.NodeCallTimeout < 0 {
-		return c, fmt.Errorf("%w: NodeCallTimeout %s is negative", ErrInvalidConfig, c.NodeCallTimeout)
+	if c.NodeCallTimeout < MinNodeCallTimeout {
+		return c, fmt.Errorf("%w: NodeCallTimeout %s is below the minimum %s", ErrInvalidConfig, c.NodeCallTimeout, MinNodeCallTimeout)
 	}
 	if c.NodeCallTimeout >= c.validity() {
 		return c, fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
 	}
 	if c.NewBackOff == nil {
 		c.NewBackOff = defaultBackOff
+	} else if c.NewBackOff() == nil {
+		return c, fmt.Errorf("%w: NewBackOff returned nil", ErrInvalidConfig)
 	}
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{}") {
+		return c, fmt.Errorf("%w: KeyPrefix %q contains a brace: the resource's hash tag {R} must be the key's first", ErrInvalidConfig, c.KeyPrefix)
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()

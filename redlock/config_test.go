@@ -104,7 +104,7 @@ func TestResourceAndTokenValidation(t *testing.T) {
 func TestResourceNamesAreOpaque(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
-	names := []string{"a", "orders:dispatch", "{braces}", "}{", "a}b{c", "\x00\xff binary", "ключ-ресурса-🔒", strings.Repeat("r", redlock.MaxResourceLen)}
+	names := []string{"a", "orders:dispatch", "{braces}", "{}", "a}b{c", "\x00\xff binary", "ключ-ресурса-🔒", strings.Repeat("r", redlock.MaxResourceLen)}
 	fences := map[string]bool{}
 	for _, name := range names {
 		lease, err := l.TryAcquire(context.Background(), name)

@@ -68,7 +68,8 @@ type AcquireError struct {
 	// NodeErrors holds one *NodeError per node that failed.
 	NodeErrors []error
 
-	kind error
+	kind   error
+	denied bool // a majority refused our credentials: permanent
 }
 
 func (e *AcquireError) Error() string {

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -55,6 +56,20 @@ func newLease(l *Locker, resource, token string) *Lease {
 		done:     make(chan struct{}),
 	}
 }
+
+// String describes the lease for logs with only a prefix of its token.
+func (ls *Lease) String() string {
+	return fmt.Sprintf("redlock.Lease{resource=%q fence=%d token=%s…}", ls.resource, ls.fence, ls.token[:8])
+}
+
+// LogValue makes slog show the lease as String does, never the whole token.
+func (ls *Lease) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("resource", ls.resource), slog.Uint64("fence", uint64(ls.fence)), slog.String("token", ls.token[:8]+"…"))
+}
+
+// Format makes every fmt verb print String, so that %v and %+v of a lease
+// never print its token.
+func (ls *Lease) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(ls.String())) }
 
 // Resource returns the name of the locked resource.
 func (ls *Lease) Resource() string { return ls.resource }

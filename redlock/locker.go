@@ -97,6 +97,11 @@ func checkResource(resource string) error {
 	if len(resource) > MaxResourceLen {
 		return fmt.Errorf("%w: resource name is %d bytes, over the limit of %d", ErrInvalidResource, len(resource), MaxResourceLen)
 	}
+	if resource[0] == '}' {
+		// P{}...} has an empty hash tag: the lock and fence keys would fall
+		// in different Redis Cluster slots.
+		return fmt.Errorf("%w: resource name must not start with '}'", ErrInvalidResource)
+	}
 	return nil
 }
 
@@ -158,6 +163,9 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			return nil, err // closed, cancelled, or a bug in a Node
 		}
 		last = err
+		if ae.denied {
+			return nil, err // retrying will not change the credentials
+		}
 		if w == nil {
 			w = l.hub.join(key)
 		}
@@ -407,6 +415,16 @@ func (e *AcquireError) finish() error {
 	e.kind = ErrNotAcquired
 	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
 		e.kind = ErrNoQuorum
+		denied := 0
+		for _, err := range e.NodeErrors {
+			if isAuthError(err) {
+				denied++
+			}
+		}
+		if denied > e.Total-e.Needed {
+			e.denied = true
+			e.Reason = "access denied by a majority of nodes: check the user, password and ACL"
+		}
 	}
 	return e
 }

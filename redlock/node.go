@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,20 +132,33 @@ func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl t
 func parseGrant(reply any) (Grant, error) {
 	vals, ok := reply.([]any)
 	if !ok || len(vals) != 2 {
-		return Grant{}, fmt.Errorf("%w: acquire reply %v", errBadReply, reply)
+		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
 	flag, ok1 := vals[0].(int64)
 	num, ok2 := vals[1].(int64)
 	if !ok1 || !ok2 {
-		return Grant{}, fmt.Errorf("%w: acquire reply %v", errBadReply, reply)
+		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
 	switch {
 	case flag == 1 && num > 0:
 		return Grant{OK: true, Counter: fencing.Token(num)}, nil
-	case flag == 0:
+	case flag == 0 && num >= -2:
 		return Grant{HolderTTL: pttl(num)}, nil
 	}
-	return Grant{}, fmt.Errorf("%w: acquire reply %v", errBadReply, reply)
+	return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+}
+
+// describeReply names a reply's shape for an error without quoting it: a
+// reply can hold a holder's token.
+func describeReply(reply any) string {
+	if vals, ok := reply.([]any); ok {
+		kinds := make([]string, len(vals))
+		for i, v := range vals {
+			kinds[i] = fmt.Sprintf("%T", v)
+		}
+		return "[" + strings.Join(kinds, " ") + "]"
+	}
+	return fmt.Sprintf("%T", reply)
 }
 
 // pttl converts a PTTL reply: -1 (no expiry) becomes a negative duration,
@@ -222,18 +235,18 @@ func (n *RedisNode) Inspect(ctx context.Context, key string) (LockInfo, error) {
 func parseInspect(reply any) (LockInfo, error) {
 	vals, ok := reply.([]any)
 	if !ok || len(vals) != 4 {
-		return LockInfo{}, fmt.Errorf("%w: inspect reply %v", errBadReply, reply)
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
 	kind, _ := vals[0].(string)
 	ms, okTTL := vals[2].(int64)
 	if !okTTL {
-		return LockInfo{}, fmt.Errorf("%w: inspect reply %v", errBadReply, reply)
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
 	var info LockInfo
 	if f, ok := vals[3].(string); ok {
-		var c uint64
-		if _, err := fmt.Sscan(f, &c); err != nil {
-			return LockInfo{}, fmt.Errorf("%w: fence counter %q", errBadReply, f)
+		c, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || strconv.FormatUint(c, 10) != f {
+			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(f))
 		}
 		info.Fence = fencing.Token(c)
 	}
@@ -307,54 +320,103 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		nodes = append(nodes, NewRedisNode(redis.NewClient(opts)))
 	}
 
-	errs := make(chan error, len(nodes))
+	type answer struct {
+		addr, runID string
+		err         error
+	}
+	answers := make(chan answer, len(nodes))
 	for _, n := range nodes {
 		go func() {
-			err := n.(*RedisNode).client.Ping(ctx).Err()
+			// INFO server doubles as the ping and names the server process,
+			// so that one server reached under two names is caught.
+			c := n.(*RedisNode).client
+			info, err := c.Info(ctx, "server").Result()
+			var rerr redis.Error
+			if errors.As(err, &rerr) && !strings.HasPrefix(rerr.Error(), "WRONGPASS") && !strings.HasPrefix(rerr.Error(), "NOAUTH") {
+				// A server that refuses INFO (an ACL user without it, a
+				// stand-in like miniredis) still counts if it answers PING.
+				info, err = "", c.Ping(ctx).Err()
+			}
 			if err != nil {
 				err = &NodeError{Addr: n.Addr(), Err: err}
 			}
-			errs <- err
+			answers <- answer{addr: n.Addr(), runID: infoField(info, "run_id"), err: err}
 		}()
 	}
 	var failed []error
+	byRunID := make(map[string]string, len(nodes))
+	var dup error
 	for range nodes {
-		if err := <-errs; err != nil {
-			failed = append(failed, err)
+		a := <-answers
+		switch {
+		case a.err != nil:
+			failed = append(failed, a.err)
+		case a.runID == "":
+		case byRunID[a.runID] != "":
+			dup = fmt.Errorf("%w: %s and %s are the same server (one server must not count twice toward a quorum)", ErrInvalidConfig, byRunID[a.runID], a.addr)
+		default:
+			byRunID[a.runID] = a.addr
 		}
+	}
+	if dup != nil {
+		_ = nodes.Close()
+		return nil, dup
 	}
 	if len(nodes)-len(failed) < len(nodes)/2+1 {
 		_ = nodes.Close()
-		return nil, fmt.Errorf("%w: %d of %d nodes answered: %w", ErrNoQuorum, len(nodes)-len(failed), len(nodes), errors.Join(failed...))
+		return nil, fmt.Errorf("%w: %d of %d nodes answered%w", ErrNoQuorum, len(nodes)-len(failed), len(nodes), nodeErrors(failed))
 	}
 	return nodes, nil
 }
 
-// redactURL returns raw with any password replaced, for error messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			if j := strings.Index(raw, "://"); j >= 0 && j < i {
-				return raw[:j+3] + "xxxxx" + raw[i:]
-			}
-			return "xxxxx" + raw[i:]
-		}
-		return raw
+// isAuthError reports whether err is the server refusing our credentials or
+// permissions: retrying will not help.
+func isAuthError(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
 	}
-	return u.Redacted()
+	msg := rerr.Error()
+	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
-// redactErr returns err's message with the URL's password removed.
-func redactErr(err error, raw string) string {
-	msg := err.Error()
-	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+// infoField returns field's value in an INFO reply, or "".
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), field+":"); ok {
+			return v
 		}
 	}
-	if msg == raw || strings.Contains(msg, raw) {
-		msg = strings.ReplaceAll(msg, raw, redactURL(raw))
+	return ""
+}
+
+// redactURL returns raw with everything that could be a credential (the
+// part before the last "@" of the authority) replaced, for error messages.
+// It does not rely on raw parsing.
+func redactURL(raw string) string {
+	rest, scheme := raw, ""
+	if j := strings.Index(raw, "://"); j >= 0 {
+		scheme, rest = raw[:j+3], raw[j+3:]
 	}
-	return msg
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		return scheme + "xxxxx" + rest[at:]
+	}
+	if strings.Contains(raw, ":") && !strings.Contains(raw, "://") && strings.Count(raw, ":") > 1 {
+		return "xxxxx" // no scheme and several colons: may hold a password
+	}
+	return raw
+}
+
+// redactErr returns the URL parser's message for raw, unless raw may hold
+// credentials, in which case only a generic hint is given.
+func redactErr(err error, raw string) string {
+	if strings.Contains(raw, "@") || redactURL(raw) != raw {
+		return "malformed URL (want redis://[user:password@]host:port[/db] or rediss://...)"
+	}
+	return err.Error()
 }

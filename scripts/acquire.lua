@@ -8,11 +8,15 @@
 -- leaves a half-done acquisition behind, and someone else's data under the
 -- same key names is never changed.
 local fence = redis.pcall('GET', KEYS[2])
+if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
+  return redis.error_reply(fence.err)
+end
 if type(fence) == 'table' or (fence and not (fence == '0' or string.match(fence, '^[1-9]%d*$'))) then
   return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds data that is not a counter')
 end
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' then
+  if not string.find(cur.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(cur.err) end
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
 if cur then

@@ -6,6 +6,7 @@
 -- the number of subscribers that heard the announcement.
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
+  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
 if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then

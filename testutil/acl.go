@@ -35,6 +35,7 @@ func LockerACL(keyPrefix string) []string {
 		"+evalsha", "+eval",
 		"+get", "+set", "+incr", "+pttl", "+pexpire", "+del", "+type", "+publish",
 		"+subscribe", "+unsubscribe", "+ping",
+		"+info", // Dial reads run_id to catch one server listed twice
 	}
 }
 
