@@ -3,10 +3,11 @@
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck unit quickstart fmt
+.PHONY: test vet staticcheck unit quickstart fmt fuzz chaos
 
 test: vet staticcheck
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(MAKE) fuzz
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -24,3 +25,46 @@ quickstart:
 
 fmt:
 	gofmt -w .
+
+# A short run of every fuzz target (seeds in testdata/fuzz); part of test.
+FUZZTIME ?= 3s
+FUZZ_REDLOCK := FuzzParseGrant FuzzParseInspect FuzzDial
+FUZZ_FENCING := FuzzParseToken FuzzTokenFromRequest FuzzParseWriteReply FuzzTokenFromReply FuzzStoreWrite
+fuzz:
+	@set -e; for t in $(FUZZ_REDLOCK); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./redlock/; done; \
+	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./fencing/; done
+
+# The fault-injection suite alone, with its counts printed. Longer soak:
+# REDLOCK_CHAOS_DURATION=10m make chaos; replay: REDLOCK_CHAOS_SEED=<seed>.
+chaos:
+	$(GO) test -race -count=1 -v -timeout 0 -run '^TestChaos$$' ./chaos/
+
+# Benchmarks against go-redsync, bsm/redislock and the raw floor, in one run
+# (the bench/ module; see docs/benchmarks.md). Needs redis-server; ~9 min.
+# Raw output, benchstat tables and targets go to bench/results/, the plot to
+# docs/handoff.png.
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCH_COUNT ?= 10
+BENCH_HOTKEY_COUNT ?= 8
+# BENCH_FLAGS go to the test binary, e.g. BENCH_FLAGS=-bench.aof for AOF fsync always.
+BENCH_FLAGS ?=
+
+.PHONY: bench bench-plot
+bench bench-plot: SHELL := /bin/bash
+bench bench-plot: .SHELLFLAGS := -o pipefail -c
+bench:
+	mkdir -p bench/results
+	cd bench && REDLOCK_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^Benchmark(Interleaved|Uncontended|Parallel)$$' -benchtime 500ms -count $(BENCH_COUNT) -timeout 60m . $(BENCH_FLAGS) | tee results/raw.txt
+	cd bench && REDLOCK_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^BenchmarkHotKey$$' -benchtime 2s -count $(BENCH_HOTKEY_COUNT) -timeout 60m . $(BENCH_FLAGS) | tee results/raw-hotkey.txt
+	cd bench && REDLOCK_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^BenchmarkRedisMemory$$' -benchtime 1x -count 3 -timeout 10m . $(BENCH_FLAGS) | tee results/raw-memory.txt
+	cd bench && $(BENCHSTAT) -filter '-.name:Interleaved' -col '/impl@(redsync redlock floor redislock)' results/raw.txt > results/benchstat.txt
+	cd bench && $(BENCHSTAT) -filter '.name:Interleaved' results/raw.txt > results/benchstat-interleaved.txt
+	cd bench && $(BENCHSTAT) -col '/impl@(redsync redsync-10ms redlock redlock-own)' results/raw-hotkey.txt > results/benchstat-hotkey.txt
+	cd bench && $(BENCHSTAT) results/raw-memory.txt > results/benchstat-memory.txt
+	cd bench && $(GO) run ./cmd/targets results/raw.txt results/raw-hotkey.txt | tee results/targets.md
+	$(MAKE) bench-plot
+
+# The hand-off latency plot alone (docs/handoff.png), ~1 min.
+bench-plot:
+	mkdir -p bench/results
+	cd bench && $(GO) run ./cmd/handoffplot -duration 15s -csv results -out ../docs/handoff.png | tee results/handoffplot.txt
