@@ -55,7 +55,7 @@ func TestObserverAndLoggerSeeTheLeaseLifecycle(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 150 * time.Millisecond, Observer: rec, Logger: logger})
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 300 * time.Millisecond, Observer: rec, Logger: logger})
 
 	c.Fail(2, "ERR injected fault")
 	lease, err := l.Acquire(context.Background(), "observed")
@@ -69,6 +69,8 @@ func TestObserverAndLoggerSeeTheLeaseLifecycle(t *testing.T) {
 	require.NoError(t, c.Wipe(0))
 	require.NoError(t, c.Wipe(1))
 	waitDone(t, lost.Context(), time.Second)
+	// The context ends first; the event follows it.
+	require.Eventually(t, func() bool { return rec.kinds()[redlock.EventLost] == 1 }, time.Second, time.Millisecond)
 
 	k := rec.kinds()
 	require.GreaterOrEqual(t, k[redlock.EventAttempt], 2)

@@ -105,7 +105,7 @@ func TestMinorityFaultsDoNotStopTheLock(t *testing.T) {
 	for _, fault := range []string{"killed", "erroring"} {
 		t.Run(fault, func(t *testing.T) {
 			c := testutil.NewMiniCluster(t, 5)
-			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 150 * time.Millisecond})
+			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 400 * time.Millisecond})
 			for _, i := range []int{1, 3} {
 				if fault == "killed" {
 					c.Kill(i)
@@ -117,12 +117,12 @@ func TestMinorityFaultsDoNotStopTheLock(t *testing.T) {
 			require.NoError(t, err)
 			first := lease.ValidUntil()
 			// Several renewals: the lease stays valid well past its first validity.
-			deadline := first.Add(300 * time.Millisecond)
+			deadline := first.Add(800 * time.Millisecond)
 			for time.Now().Before(deadline) {
 				require.NoError(t, lease.Context().Err(), "lease lost with a minority down")
 				time.Sleep(10 * time.Millisecond)
 			}
-			require.True(t, lease.ValidUntil().After(first.Add(200*time.Millisecond)), "lease was not renewed")
+			require.True(t, lease.ValidUntil().After(first.Add(500*time.Millisecond)), "lease was not renewed")
 			require.NoError(t, lease.Release(context.Background()))
 			require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseReleased)
 		})
@@ -143,7 +143,7 @@ func TestMajorityDownMakesAcquireFailWithinContext(t *testing.T) {
 	_, err := l.Acquire(ctx, "majority-down")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
-	require.Less(t, time.Since(start), 400*time.Millisecond, "Acquire outlived its context")
+	require.Less(t, time.Since(start), time.Second, "Acquire outlived its context")
 	require.Contains(t, err.Error(), "no majority")
 	require.ErrorIs(t, err, redlock.ErrNoQuorum, "the last attempt's reason is kept when it is not busy")
 
