@@ -200,8 +200,11 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
 	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true, true)
-	if listeners > 0 && t.yes >= l.quorum {
-		l.noteRelease(ls.key, time.Since(start))
+	if t.yes >= l.quorum {
+		l.hub.released(ls.key, t.yes)
+		if listeners > 0 {
+			l.noteRelease(ls.key, time.Since(start))
+		}
 	}
 	var err error
 	switch {

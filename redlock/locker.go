@@ -148,6 +148,15 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	}()
 	var last error // the last attempt's *AcquireError
 	began := time.Now()
+	if l.hub.queued(key) {
+		// Others of this Locker already wait for key: queue behind them
+		// rather than spend an attempt that cannot win.
+		if w = l.hub.join(key); w != nil {
+			if err := l.await(ctx, w, b.NextBackOff()); err != nil {
+				return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+			}
+		}
+	}
 	for attempts := 1; ; attempts++ {
 		start := time.Now()
 		lease, err := l.attempt(ctx, resource)
@@ -181,20 +190,28 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			// again soon, at a random point so as not to split them again.
 			wait = min(wait, time.Duration(mrand.Int64N(int64(2*time.Since(start))+1)))
 		}
-		var wake <-chan struct{}
-		if w != nil {
-			wake = w.wake
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if l.await(ctx, w, wait) != nil {
 			return nil, ctxEnded(ctx, resource, last)
-		case <-t.C:
-		case <-wake:
-			t.Stop()
 		}
 	}
+}
+
+// await sleeps until w is woken (w may be nil), wait has passed, or ctx
+// ends (its error).
+func (l *Locker) await(ctx context.Context, w *waiter, wait time.Duration) error {
+	var wake <-chan struct{}
+	if w != nil {
+		wake = w.wake
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-wake:
+	}
+	return nil
 }
 
 // ctxEnded is Acquire's error when ctx ends while it waits. It wraps

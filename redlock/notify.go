@@ -200,6 +200,29 @@ func (w *waiter) signal() {
 	}
 }
 
+// queued reports whether this Locker already has waiters for key: a new
+// Acquire then takes its place behind them instead of trying first.
+func (h *waitHub) queued(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kw := h.keys[key]
+	return kw != nil && len(kw.queue) > 0
+}
+
+// released is called when this Locker itself released key on released
+// nodes: the first local waiter is woken at once, and that many of the
+// release's own announcements, still on their way, are discounted.
+func (h *waitHub) released(key string, released int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kw := h.keys[key]
+	if kw == nil || len(kw.queue) == 0 {
+		return
+	}
+	kw.heard = -released
+	kw.queue[0].signal()
+}
+
 // notify is called by the subscriptions for every announced release; once
 // a majority of nodes announced one, the first waiter in line is woken.
 func (h *waitHub) notify(key string) {
