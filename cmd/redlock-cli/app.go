@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+
+	"github.com/e6344662/go-redlock/redlock"
 )
 
 // app is one invocation of the command: its streams, its environment and
@@ -20,6 +22,9 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	g              globals
+	// observer, when set (--metrics-addr), receives the events of every
+	// Locker the command makes.
+	observer redlock.Observer
 }
 
 const rootLong = `redlock-cli takes Redlock locks on Redis servers you already run: a lock is
@@ -29,7 +34,8 @@ fencing token that grows with each new holder.
 Point it at the servers with --nodes or ` + envNodes + `, for example
   export ` + envNodes + `=redis://127.0.0.1:6381,redis://127.0.0.1:6382,redis://127.0.0.1:6383
 
-Try "redlock-cli demo" first: it needs no Redis at all.
+Try "redlock-cli demo" first: it needs no Redis at all. "redlock-cli bench"
+measures the lock on your nodes (or, with --embedded 3, on in-process ones).
 
 ` + exitCodeHelp
 
@@ -50,7 +56,7 @@ func (a *app) newRoot() *cobra.Command {
 		return usageErrorf("%s", err.Error())
 	})
 	root.AddCommand(a.acquireCmd(), a.renewCmd(), a.releaseCmd(), a.statusCmd(),
-		a.runCmd(), a.doctorCmd(), a.demoCmd())
+		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd())
 	return root
 }
 

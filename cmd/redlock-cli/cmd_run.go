@@ -53,6 +53,10 @@ running when COMMAND exits get SIGTERM (and SIGKILL after --kill-after)
 before the lock is released. COMMAND cannot read from the terminal. On
 Linux, COMMAND is killed if redlock-cli itself dies.
 
+With --metrics-addr, Prometheus metrics of the lock (acquisition, renewals,
+node errors) are served at http://HOST:PORT/metrics until redlock-cli exits;
+the address is printed on stderr.
+
 Use -- before COMMAND so that COMMAND's own flags are not taken for
 redlock-cli's.
 
@@ -60,9 +64,10 @@ redlock-cli's.
 
 func (a *app) runCmd() *cobra.Command {
 	var wait time.Duration
+	var metricsAddr string
 	killAfter := defaultKillAfter
 	cmd := &cobra.Command{
-		Use:   "run RESOURCE [--wait DURATION] [--kill-after DURATION] -- COMMAND [ARGS...]",
+		Use:   "run RESOURCE [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock (flock(1) across machines)",
 		Long:  runLong,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -90,12 +95,27 @@ func (a *app) runCmd() *cobra.Command {
 			if err := checkResource(args[0]); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("metrics-addr") {
+				if err := checkMetricsAddr(metricsAddr); err != nil {
+					return err
+				}
+				urls, err := a.g.nodeURLs(a.getenv)
+				if err != nil {
+					return err
+				}
+				stop, err := a.startMetrics(metricsAddr, len(urls))
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			r := &runner{app: a, resource: args[0], argv: args[1:], wait: wait, killAfter: killAfter}
 			return r.run(cmd.Context())
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the lock (default: one attempt)")
 	cmd.Flags().DurationVar(&killAfter, "kill-after", defaultKillAfter, "SIGKILL this long after SIGTERM, when the lease is lost or COMMAND left processes behind")
+	addMetricsFlag(cmd.Flags(), &metricsAddr)
 	return cmd
 }
 

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -16,18 +15,13 @@ import (
 
 // startServers starts the lock nodes and the resource server.
 func (d *demo) startServers() error {
-	for i := 0; i <= demoNodes; i++ {
-		m := miniredis.NewMiniRedis()
-		if err := m.StartAddr("127.0.0.1:0"); err != nil {
-			d.stop()
-			return fmt.Errorf("start embedded Redis: %w", err)
-		}
-		if i < demoNodes {
-			d.nodes = append(d.nodes, m)
-			d.addrs = append(d.addrs, m.Addr())
-		} else {
-			d.resource = m
-		}
+	servers, err := startMiniredis(demoNodes+1, false)
+	if err != nil {
+		return err
+	}
+	d.nodes, d.resource = servers[:demoNodes], servers[demoNodes]
+	for _, m := range d.nodes {
+		d.addrs = append(d.addrs, m.Addr())
 	}
 	d.store = fencing.NewStore(d.client(d.resource.Addr()), "demo:")
 	return nil
@@ -45,9 +39,7 @@ func (d *demo) stop() {
 	for _, c := range clients {
 		_ = c.Close()
 	}
-	for _, m := range d.nodes {
-		m.Close()
-	}
+	stopMiniredis(d.nodes)
 	if d.resource != nil {
 		d.resource.Close()
 	}

@@ -1,8 +1,9 @@
 // Command redlock-cli takes Redlock locks on existing Redis servers from the
 // shell: acquire, renew, release and inspect locks, run a command under a
 // lock (flock(1) across machines), check that the servers are configured the
-// way Redlock's safety needs (doctor), or watch fencing at work with no Redis
-// at all (demo).
+// way Redlock's safety needs (doctor), measure throughput and hand-off
+// latency on them (bench), or watch fencing at work with no Redis at all
+// (demo). run and bench serve Prometheus metrics with --metrics-addr.
 //
 // Exit codes are listed by "redlock-cli --help" and in docs/cli.md.
 package main

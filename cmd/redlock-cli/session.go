@@ -22,6 +22,12 @@ func (a *app) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.connectURLs(ctx, urls)
+}
+
+// connectURLs is connect to the nodes at urls. The Locker reports its
+// events to a.observer, if set.
+func (a *app) connectURLs(ctx context.Context, urls []string) (*session, error) {
 	if a.g.ttl < redlock.MinLeaseDuration {
 		return nil, usageErrorf("--ttl %s is below the minimum %s", a.g.ttl, redlock.MinLeaseDuration)
 	}
@@ -37,7 +43,9 @@ func (a *app) connect(ctx context.Context) (*session, error) {
 		}
 		return nil, classify(err)
 	}
-	l, err := redlock.New(nodes, a.g.config())
+	cfg := a.g.config()
+	cfg.Observer = a.observer
+	l, err := redlock.New(nodes, cfg)
 	if err != nil {
 		_ = nodes.Close()
 		return nil, classify(err)
