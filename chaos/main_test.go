@@ -5,6 +5,8 @@ import (
 
 	"github.com/redis/go-redis/v9/logging"
 	"go.uber.org/goleak"
+
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 // TestMain silences go-redis's log of refused dials (the nemesis kills
@@ -12,5 +14,5 @@ import (
 // tests: Lockers, leases, clients and servers must all stop.
 func TestMain(m *testing.M) {
 	logging.Disable()
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 type quietLogger struct{}
@@ -17,5 +19,5 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // logging of refused connections (nodes killed on purpose) is silenced.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
 }

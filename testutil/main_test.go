@@ -5,6 +5,8 @@ import (
 
 	"github.com/redis/go-redis/v9/logging"
 	"go.uber.org/goleak"
+
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 // TestMain silences go-redis's log of refused dials, which these tests
@@ -12,5 +14,5 @@ import (
 // pool, a process waiter) is still running once they are done.
 func TestMain(m *testing.M) {
 	logging.Disable()
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
 }

@@ -9,11 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
 }
 
 // smallWorkload runs in about half a second per mode.
