@@ -2,16 +2,12 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -19,50 +15,10 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// errProcessDown is what a gated process's Redis commands fail with.
-var errProcessDown = errors.New("test: process down")
-
-// processGate is a go-redis hook that cuts one process off from the nodes:
-// while down, every dial and command fails at once. It stands for a crashed
-// or frozen process: its renewals stop, and its locks stay on the nodes
-// until their TTL runs out.
-type processGate struct{ down atomic.Bool }
-
-func (g *processGate) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if g.down.Load() {
-			return nil, errProcessDown
-		}
-		return next(ctx, network, addr)
-	}
-}
-
-func (g *processGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if g.down.Load() {
-			cmd.SetErr(errProcessDown)
-			return errProcessDown
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (g *processGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if g.down.Load() {
-			for _, cmd := range cmds {
-				cmd.SetErr(errProcessDown)
-			}
-			return errProcessDown
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // electionProcess is one process taking part in an election: its own
 // clients to every node (behind a gate), Locker and Elector.
 type electionProcess struct {
-	gate    *processGate
+	gate    *testutil.Gate
 	locker  *redlock.Locker
 	elector *redlock.Elector
 }
@@ -70,7 +26,7 @@ type electionProcess struct {
 // newElectionProcess starts a process named owner on c for role.
 func newElectionProcess(t *testing.T, c *testutil.MiniCluster, role, owner string, cfg redlock.Config) *electionProcess {
 	t.Helper()
-	g := &processGate{}
+	g := &testutil.Gate{}
 	nodes := make([]redlock.Node, c.Len())
 	for i := range nodes {
 		cl := c.Client(i)
@@ -254,7 +210,7 @@ func TestElectorFailoverAfterLeaderCrash(t *testing.T) {
 	waitForWaiters(t, c, b.locker, "singleton", 1)
 
 	crashed := time.Now()
-	a.gate.down.Store(true)
+	a.gate.Cut()
 	tb := awaitTerm(t, won, 3*lease)
 	took := tb.at.Sub(crashed)
 	t.Logf("failover took %s (lease %s, retry %s)", took, lease, retry)
@@ -287,10 +243,10 @@ func TestElectorPausedLeaderIsFencedOff(t *testing.T) {
 	require.NoError(t, store.Write(ctx, "report", "from a", ta.Fence()))
 	won := campaignAsync(ctx, b)
 
-	a.gate.down.Store(true) // a freezes
+	a.gate.Cut() // a freezes
 	tb := awaitTerm(t, won, 2*time.Second)
 	require.NoError(t, store.Write(ctx, "report", "from b", tb.term.Fence()))
-	a.gate.down.Store(false) // a wakes, still believing it leads
+	a.gate.Mend() // a wakes, still believing it leads
 
 	err = store.Write(ctx, "report", "late write from a", ta.Fence())
 	require.ErrorIs(t, err, fencing.ErrStaleToken)
@@ -476,9 +432,9 @@ func TestElectorObserveReportsNoLeaderWhenTheLeaderIsLost(t *testing.T) {
 	ch := watcher.elector.Observe(watchCtx)
 	require.Equal(t, term.Fence(), nextLeader(t, ch, time.Second).Fence)
 
-	watcher.gate.down.Store(true) // the watcher can reach no node
+	watcher.gate.Cut() // the watcher can reach no node
 	require.Zero(t, nextLeader(t, ch, time.Second).Fence)
-	watcher.gate.down.Store(false)
+	watcher.gate.Mend()
 	require.Equal(t, term.Fence(), nextLeader(t, ch, time.Second).Fence)
 	require.NoError(t, term.Resign(ctx))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,10 +12,10 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 // Mode is a way of dispatching orders with several workers.
@@ -146,7 +145,7 @@ type sim struct {
 type proc struct {
 	slot    int
 	owner   string
-	gate    *gate
+	gate    *testutil.Gate
 	nodes   redlock.Nodes
 	locker  *redlock.Locker
 	elector *redlock.Elector
@@ -285,7 +284,7 @@ func (s *sim) start(ctx context.Context, slot, gen int) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gate{}
+	g := &testutil.Gate{}
 	for _, n := range nodes {
 		n.(*redlock.RedisNode).Client().AddHook(g)
 	}
@@ -332,17 +331,17 @@ func (s *sim) start(ctx context.Context, slot, gen int) (*proc, error) {
 // machine. It gives up waiting for the take-over after 20 Stalls.
 func (s *sim) fault(ctx context.Context, p *proc, takenOver func() bool) (crashed, stalled bool) {
 	if p.crash.Load() {
-		p.gate.down.Store(true)
+		p.gate.Cut()
 		return true, false
 	}
 	if p.stall.CompareAndSwap(true, false) {
-		p.gate.down.Store(true)
+		p.gate.Cut()
 		giveUp := time.Now().Add(20 * s.w.Stall)
 		alive := sleep(ctx, s.w.Stall)
 		for alive && !takenOver() && time.Now().Before(giveUp) {
 			alive = sleep(ctx, time.Millisecond)
 		}
-		p.gate.down.Store(false)
+		p.gate.Mend()
 		return false, true
 	}
 	return false, false
@@ -620,46 +619,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// errProcessDown is what a crashed or frozen process's Redis calls fail
-// with.
-var errProcessDown = errors.New("dispatch: process down")
-
-// gate is a go-redis hook that cuts one process off from the lock nodes:
-// while down, every dial and command fails at once. Its renewals stop, and
-// its locks stay on the nodes until their TTL runs out, as after a crash or
-// during a long pause.
-type gate struct{ down atomic.Bool }
-
-func (g *gate) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if g.down.Load() {
-			return nil, errProcessDown
-		}
-		return next(ctx, network, addr)
-	}
-}
-
-func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if g.down.Load() {
-			cmd.SetErr(errProcessDown)
-			return errProcessDown
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if g.down.Load() {
-			for _, cmd := range cmds {
-				cmd.SetErr(errProcessDown)
-			}
-			return errProcessDown
-		}
-		return next(ctx, cmds)
 	}
 }
