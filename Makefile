@@ -3,9 +3,9 @@
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet staticcheck unit quickstart fmt fuzz chaos
+.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos
 
-test: vet staticcheck
+test: vet tidy staticcheck
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) fuzz
 
@@ -16,9 +16,14 @@ vet:
 staticcheck:
 	$(STATICCHECK) ./...
 
-# Fast unit tests only (miniredis; no redis-server needed).
-unit:
-	$(GO) test -short -count=1 ./...
+# go.mod and go.sum are tidy, in the root module and in bench/.
+tidy:
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
+
+# Fast unit tests only (miniredis; no redis-server needed), under a minute.
+quick unit:
+	$(GO) test -short -count=1 -timeout 5m ./...
 
 quickstart:
 	$(GO) run ./examples/quickstart
