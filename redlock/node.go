@@ -288,6 +288,14 @@ func (ns Nodes) Close() error {
 // fails only when no majority answers, so a minority that is down at start-up
 // does not stop the caller. A malformed or duplicate URL is an error wrapping
 // ErrInvalidConfig; passwords never appear in errors.
+//
+// Dial connects to each node once with the client's own dialer before its
+// first command, so that a node that cannot be reached is reported in Dial's
+// error only: go-redis's connection pool would also log the failed dial
+// through go-redis's process-wide logger (stderr by default). Dial does not
+// change that logger. Once Dial has returned, the pool logs the dials that
+// fail while a node is down; silence them with redis.SetLogger, as
+// redlock-cli does.
 func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("%w: no node URLs", ErrInvalidConfig)
@@ -327,9 +335,13 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	answers := make(chan answer, len(nodes))
 	for _, n := range nodes {
 		go func() {
+			c := n.(*RedisNode).client
+			if err := dialOnce(ctx, c.(*redis.Client).Options()); err != nil {
+				answers <- answer{addr: n.Addr(), err: &NodeError{Addr: n.Addr(), Err: err}}
+				return
+			}
 			// INFO server doubles as the ping and names the server process,
 			// so that one server reached under two names is caught.
-			c := n.(*RedisNode).client
 			info, err := c.Info(ctx, "server").Result()
 			var rerr redis.Error
 			if errors.As(err, &rerr) && !strings.HasPrefix(rerr.Error(), "WRONGPASS") && !strings.HasPrefix(rerr.Error(), "NOAUTH") {
@@ -367,6 +379,23 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		return nil, fmt.Errorf("%w: %d of %d nodes answered%w", ErrNoQuorum, len(nodes)-len(failed), len(nodes), nodeErrors(failed))
 	}
 	return nodes, nil
+}
+
+// dialOnce opens and closes one connection to the server of opts with the
+// client's dialer (TLS included), bounded by DialTimeout as go-redis bounds
+// each of its own dials. A failure here is not logged by go-redis.
+func dialOnce(ctx context.Context, opts *redis.Options) error {
+	if opts.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.DialTimeout)
+		defer cancel()
+	}
+	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
+	if err != nil {
+		return err
+	}
+	_ = conn.Close()
+	return nil
 }
 
 // isAuthError reports whether err is the server refusing our credentials or
