@@ -23,7 +23,9 @@ const (
 	demoKey      = "balance"
 	demoLease    = time.Second
 	demoPause    = 3 * time.Second // of node time, by FastForward
-	demoTimeout  = 100 * time.Millisecond
+	// demoTimeout bounds each node call: generous (a third of the lease, the
+	// library's default) so that the demo also runs on a busy machine.
+	demoTimeout = 300 * time.Millisecond
 	// demoDeadline bounds the whole scenario.
 	demoDeadline = 20 * time.Second
 )
@@ -135,7 +137,14 @@ func (d *demo) round(ctx context.Context, w *demoWorker) error {
 	}
 	time.Sleep(3 * time.Millisecond) // the rest of the work
 	if err := lease.Release(ctx); err != nil {
-		return fmt.Errorf("%s: release: %w", w.name, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: release: %w", w.name, err)
+		}
+		// Not fatal: the lock is safe, it expires by its TTL on the nodes
+		// that still hold it, and the fence keeps the next holder's writes
+		// ordered. Only a slow machine gets here.
+		d.event(w.name, "release not confirmed (%v); the lock expires by its TTL", err)
+		return nil
 	}
 	d.event(w.name, "released")
 	return nil

@@ -15,7 +15,7 @@ import (
 
 // startServers starts the lock nodes and the resource server.
 func (d *demo) startServers() error {
-	servers, err := startMiniredis(demoNodes+1, false)
+	servers, err := startMiniredis(demoNodes+1, true)
 	if err != nil {
 		return err
 	}

@@ -11,9 +11,8 @@ const maxEmbedded = 25
 
 // startMiniredis starts n independent in-process Redis servers (miniredis)
 // on free 127.0.0.1 ports. With wallClock, key TTLs run down with the wall
-// clock as on a real server; otherwise they move only by FastForward (the
-// demo moves them itself). On failure, the servers already started are
-// stopped.
+// clock as on a real server; otherwise they move only by FastForward. On
+// failure, the servers already started are stopped.
 func startMiniredis(n int, wallClock bool) ([]*miniredis.Miniredis, error) {
 	servers := make([]*miniredis.Miniredis, 0, n)
 	for range n {
