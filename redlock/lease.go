@@ -80,8 +80,8 @@ func (ls *Lease) Token() string { return ls.token }
 
 // Fence returns the lease's fencing token. It is greater than the fencing
 // token of every lease on the same resource whose acquisition completed
-// before this one began (DESIGN.md §5), provided the nodes keep their data
-// across restarts.
+// before this one began (docs/design.md §6), provided the nodes keep their
+// data across restarts.
 func (ls *Lease) Fence() fencing.Token { return ls.fence }
 
 // Granted returns the addresses of the nodes counted toward the quorum when

@@ -326,7 +326,7 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 // allIdxs returns the indexes of every node (shared; never modified).
 func (l *Locker) allIdxs() []int { return l.all }
 
-// attempt makes one acquisition attempt (DESIGN.md §4, §5).
+// attempt makes one acquisition attempt (docs/design.md §5, §6, §7).
 func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
@@ -447,9 +447,9 @@ func (e *AcquireError) finish() error {
 }
 
 // confirmFence computes the lease's fencing token from the granting nodes'
-// counters (DESIGN.md §5): the maximum F is usable at once when a majority
-// returned exactly F, and otherwise only after a majority of nodes where the
-// lock stands acknowledged raising their counter to F.
+// counters (docs/design.md §6): the maximum F is usable at once when a
+// majority returned exactly F, and otherwise only after a majority of nodes
+// where the lock stands acknowledged raising their counter to F.
 func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters map[int]fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
 	l := ls.locker
 	var f fencing.Token

@@ -6,7 +6,8 @@
 // Redis Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
 // the token, never the owner. Scripts are run with go-redis's Script.Run,
 // which tries EVALSHA and falls back to EVAL when the server's script cache
-// does not have them (after a restart or SCRIPT FLUSH).
+// does not have them (after a restart or SCRIPT FLUSH). docs/design.md §3 and
+// §4 describe the keys and what each script guarantees.
 package scripts
 
 import (
