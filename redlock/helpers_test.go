@@ -50,3 +50,21 @@ func miniredisGoroutines() []goleak.Option {
 		goleak.IgnoreAnyFunction(pkg + "newServer.func1"),
 	}
 }
+
+// requireNeverAlivePastValidity watches lease until its Context ends,
+// failing if the Context is ever seen alive at or after ValidUntil, or does
+// not end within limit.
+func requireNeverAlivePastValidity(t testing.TB, lease *redlock.Lease, limit time.Duration) {
+	t.Helper()
+	give := time.Now().Add(limit)
+	for {
+		now := time.Now()
+		if lease.Context().Err() != nil {
+			return
+		}
+		vu := lease.ValidUntil() // read after: a renewal only moves it later
+		require.True(t, now.Before(vu), "lease context alive %s after ValidUntil", now.Sub(vu))
+		require.True(t, now.Before(give), "lease context did not end within %s", limit)
+		time.Sleep(time.Millisecond)
+	}
+}

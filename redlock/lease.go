@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -28,8 +29,11 @@ type Lease struct {
 	fence    fencing.Token
 	granted  []string
 
+	// ctx is the lease's own cancel context; Context returns it wrapped in
+	// a leaseCtx, which also ends it when ValidUntil has passed.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	lost   atomic.Bool // the loss was declared (and reported) once
 	// done is closed when the renewal loop has stopped, and its node calls
 	// with it (after releasing the lock itself if the lease was lost).
 	done chan struct{}
@@ -92,7 +96,8 @@ func (ls *Lease) Granted() []string { return append([]string(nil), ls.granted...
 // ValidUntil returns the instant, on this process's monotonic clock, until
 // which the lease is guaranteed to be held: the start of the latest
 // successful acquisition or renewal plus LeaseDuration minus the drift
-// allowance. Context ends before this instant if renewal fails.
+// allowance. Context ends before this instant if renewal fails, and is
+// never seen alive at or after it (see Context).
 func (ls *Lease) ValidUntil() time.Time {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -101,7 +106,42 @@ func (ls *Lease) ValidUntil() time.Time {
 
 // Context returns a context that ends when the lease is lost (cause
 // ErrLeaseLost) or released (cause ErrLeaseReleased); see context.Cause.
-func (ls *Lease) Context() context.Context { return ls.ctx }
+//
+// It never reports the lease as held at or after ValidUntil: every call of
+// its Err, Done and Value methods first compares the monotonic clock with
+// ValidUntil and ends the context if the lease has run out, so the answer
+// is right even when this process was starved of CPU and its renewal has
+// not run yet. A goroutine already blocked on Done is woken by the renewal
+// loop, which declares the loss a tenth of the validity before ValidUntil.
+func (ls *Lease) Context() context.Context { return leaseCtx{ls.ctx, ls} }
+
+// leaseCtx is the context a Lease hands out: its cancel context, checked
+// against the lease's validity on every access.
+type leaseCtx struct {
+	context.Context
+	ls *Lease
+}
+
+func (c leaseCtx) Done() <-chan struct{} { c.ls.checkValidity(); return c.Context.Done() }
+func (c leaseCtx) Err() error            { c.ls.checkValidity(); return c.Context.Err() }
+func (c leaseCtx) Value(key any) any     { c.ls.checkValidity(); return c.Context.Value(key) }
+
+// checkValidity ends the lease as lost if ValidUntil has passed and it has
+// not ended yet.
+func (ls *Lease) checkValidity() {
+	if ls.ctx.Err() == nil && !time.Now().Before(ls.ValidUntil()) {
+		ls.lose(0)
+	}
+}
+
+// lose ends the lease with cause ErrLeaseLost and reports it once; it does
+// nothing to a lease that was released first.
+func (ls *Lease) lose(latency time.Duration) {
+	ls.cancel(ErrLeaseLost)
+	if context.Cause(ls.ctx) == ErrLeaseLost && ls.lost.CompareAndSwap(false, true) {
+		ls.locker.emit(ls.leaseEvent(Event{Kind: EventLost, Latency: latency, Err: ErrLeaseLost}))
+	}
+}
 
 // Release stops renewal and deletes the lock on every node. It returns nil
 // when a majority deleted it; an error wrapping ErrLeaseLost when the lease
@@ -118,9 +158,8 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if again {
 		return fmt.Errorf("%w: %q was already released", ErrLeaseReleased, ls.resource)
 	}
-	if expired && ls.ctx.Err() == nil {
-		ls.cancel(ErrLeaseLost)
-		ls.locker.emit(ls.leaseEvent(Event{Kind: EventLost, Err: ErrLeaseLost}))
+	if expired {
+		ls.lose(0)
 	}
 	ls.cancel(ErrLeaseReleased) // no effect if the lease was lost first
 	if context.Cause(ls.ctx) == ErrLeaseLost {
@@ -180,9 +219,8 @@ func (ls *Lease) renewLoop() {
 			if next, ok := ls.renewCycle(validUntil.Add(-lossGuard(validity)), &calls); ok {
 				ls.setValidUntil(next)
 				l.emit(ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start)}))
-			} else if ls.ctx.Err() == nil {
-				ls.cancel(ErrLeaseLost)
-				l.emit(ls.leaseEvent(Event{Kind: EventLost, Latency: time.Since(start), Err: ErrLeaseLost}))
+			} else {
+				ls.lose(time.Since(start))
 			}
 		}
 	}

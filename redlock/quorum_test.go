@@ -67,7 +67,7 @@ func TestQuorumBoundaries(t *testing.T) {
 						}
 					}
 					granting := bits.OnesCount(mask)
-					lease, err := l.TryAcquire(context.Background(), resource)
+					lease, err := l.TryAcquire(testutil.Context(t), resource)
 					if granting >= quorum {
 						require.NoError(t, err, "mask %b", mask)
 						require.GreaterOrEqual(t, len(lease.Granted()), quorum)
@@ -104,8 +104,11 @@ func TestQuorumBoundaries(t *testing.T) {
 func TestMinorityFaultsDoNotStopTheLock(t *testing.T) {
 	for _, fault := range []string{"killed", "erroring"} {
 		t.Run(fault, func(t *testing.T) {
-			c := testutil.NewMiniCluster(t, 5)
-			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 400 * time.Millisecond})
+			t.Parallel()
+			// Wall-clock TTLs: a lock left behind by an attempt that timed
+			// out expires, as on a real server, instead of blocking forever.
+			c := testutil.NewMiniCluster(t, 5, testutil.WithWallClock())
+			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second})
 			for _, i := range []int{1, 3} {
 				if fault == "killed" {
 					c.Kill(i)
@@ -113,11 +116,11 @@ func TestMinorityFaultsDoNotStopTheLock(t *testing.T) {
 					c.Fail(i, "ERR injected fault")
 				}
 			}
-			lease, err := l.Acquire(context.Background(), "minority")
+			lease, err := l.Acquire(testutil.Context(t), "minority")
 			require.NoError(t, err)
 			first := lease.ValidUntil()
 			// Several renewals: the lease stays valid well past its first validity.
-			deadline := first.Add(800 * time.Millisecond)
+			deadline := first.Add(time.Second)
 			for time.Now().Before(deadline) {
 				require.NoError(t, lease.Context().Err(), "lease lost with a minority down")
 				time.Sleep(10 * time.Millisecond)
@@ -147,7 +150,7 @@ func TestMajorityDownMakesAcquireFailWithinContext(t *testing.T) {
 	require.Contains(t, err.Error(), "no majority")
 	require.ErrorIs(t, err, redlock.ErrNoQuorum, "the last attempt's reason is kept when it is not busy")
 
-	_, err = l.TryAcquire(context.Background(), "majority-down")
+	_, err = l.TryAcquire(testutil.Context(t), "majority-down")
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
 	var nerr *redlock.NodeError
 	require.ErrorAs(t, err, &nerr)
@@ -155,8 +158,10 @@ func TestMajorityDownMakesAcquireFailWithinContext(t *testing.T) {
 }
 
 // TestMajorityLossEndsLeaseBeforeValidity: when a majority of nodes goes
-// away under a held lease, its Context ends with ErrLeaseLost strictly
-// before ValidUntil.
+// away under a held lease, its Context ends with ErrLeaseLost, and it is
+// never seen alive at or after ValidUntil, however late this process's
+// goroutines run (on an idle machine it ends a tenth of the validity
+// early, by the loss guard).
 func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
 	for _, fault := range []string{"killed", "erroring", "lock deleted"} {
 		t.Run(fault, func(t *testing.T) {
@@ -164,7 +169,7 @@ func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
 			// Long enough that the loss guard (a tenth of the validity) is
 			// far above timer delays on a loaded machine.
 			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second})
-			lease, err := l.Acquire(context.Background(), "doomed")
+			lease, err := l.Acquire(testutil.Context(t), "doomed")
 			require.NoError(t, err)
 			for _, i := range []int{0, 2, 4} {
 				switch fault {
@@ -176,9 +181,8 @@ func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
 					require.NoError(t, c.Wipe(i))
 				}
 			}
-			ended := waitDone(t, lease.Context(), 3*time.Second)
+			requireNeverAlivePastValidity(t, lease, 5*time.Second)
 			require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
-			require.True(t, ended.Before(lease.ValidUntil()), "context ended %s after ValidUntil", ended.Sub(lease.ValidUntil()))
 			require.ErrorIs(t, lease.Release(context.Background()), redlock.ErrLeaseLost)
 		})
 	}

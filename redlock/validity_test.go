@@ -1,0 +1,48 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// hangingRenewNode is a node whose Renew never returns until released, and
+// ignores its context: a client without context deadlines on a network
+// black hole.
+type hangingRenewNode struct {
+	redlock.Node
+	release <-chan struct{}
+}
+
+func (n hangingRenewNode) Renew(context.Context, string, string, time.Duration) (bool, error) {
+	<-n.release
+	return false, context.Canceled
+}
+
+// TestLeaseNeverAppearsHeldPastValidity: with one node whose renewal call
+// hangs past the lease (so no goroutine of the Locker can notice the
+// deadline in time), the lease's Context still reports the lease as ended
+// from ValidUntil on.
+func TestLeaseNeverAppearsHeldPastValidity(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 1)
+	unblock := make(chan struct{})
+	node := hangingRenewNode{Node: c.Nodes()[0], release: unblock}
+	l := newLocker(t, []redlock.Node{node}, redlock.Config{LeaseDuration: 300 * time.Millisecond})
+	t.Cleanup(func() { close(unblock) }) // runs before the Locker's Close
+
+	lease, err := l.Acquire(testutil.Context(t), "black-hole")
+	require.NoError(t, err)
+	requireNeverAlivePastValidity(t, lease, 5*time.Second)
+	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
+	require.False(t, time.Now().Before(lease.ValidUntil()), "ended early: renewal hung, it did not fail")
+	select {
+	case <-lease.Context().Done():
+	default:
+		t.Fatal("Err reports the loss but Done is open")
+	}
+}
