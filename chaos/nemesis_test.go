@@ -2,7 +2,6 @@ package chaos_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -31,6 +30,28 @@ func (e *env) nemesis(ctx context.Context, rng *rand.Rand) {
 			return
 		}
 	}
+}
+
+// inject sends one fault command to node i, retrying a few times: on a
+// busy machine the nemesis's own command can time out like any client's.
+// A fault that could not be injected is counted and logged, not fatal: it
+// is the harness that failed, and the run's checks stay valid without it.
+// It reports whether the command was applied.
+func (e *env) inject(ctx context.Context, kind string, i int, args ...any) bool {
+	var err error
+	for try := 0; try < 3 && ctx.Err() == nil; try++ {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err = e.nodes.Server(i).Do(cctx, args...).Err()
+		cancel()
+		if err == nil {
+			return true
+		}
+	}
+	if ctx.Err() == nil {
+		e.missed.Add(1)
+		e.t.Logf("nemesis %s: not injected on node %d (harness, not a violation): %v", kind, i, err)
+	}
+	return false
 }
 
 // pick returns k distinct node indexes.
@@ -113,14 +134,16 @@ var (
 	scriptFlush = nemesis{"script-flush", func(ctx context.Context, e *env, rng *rand.Rand) error {
 		end := time.Now().Add(between(rng, 300*time.Millisecond, time.Second))
 		for ctx.Err() == nil && time.Now().Before(end) {
-			nodes := pick(rng, 1+rng.IntN(lockNodes))
-			for _, i := range nodes {
-				if err := e.nodes.Server(i).Do(ctx, "SCRIPT", "FLUSH").Err(); err != nil && ctx.Err() == nil {
-					return fmt.Errorf("SCRIPT FLUSH on node %d: %w", i, err)
+			var nodes []int
+			for _, i := range pick(rng, 1+rng.IntN(lockNodes)) {
+				if e.inject(ctx, "script-flush", i, "SCRIPT", "FLUSH") {
+					nodes = append(nodes, i)
 				}
 			}
-			at := e.h.Now()
-			e.h.AddFault(chaos.Fault{Kind: "script-flush", Nodes: nodes, Start: at, End: at})
+			if len(nodes) > 0 {
+				at := e.h.Now()
+				e.h.AddFault(chaos.Fault{Kind: "script-flush", Nodes: nodes, Start: at, End: at})
+			}
 			sleep(ctx, between(rng, 10*time.Millisecond, 50*time.Millisecond))
 		}
 		return nil
@@ -139,11 +162,10 @@ var (
 		end := time.Now().Add(between(rng, 500*time.Millisecond, 1500*time.Millisecond))
 		for ctx.Err() == nil && time.Now().Before(end) {
 			i := pick(rng, 1)[0]
-			if err := e.nodes.Server(i).Do(ctx, "FLUSHALL").Err(); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("FLUSHALL on node %d: %w", i, err)
+			if e.inject(ctx, "wipe", i, "FLUSHALL") {
+				at := e.h.Now()
+				e.h.AddFault(chaos.Fault{Kind: "wipe", Nodes: []int{i}, Start: at, End: at})
 			}
-			at := e.h.Now()
-			e.h.AddFault(chaos.Fault{Kind: "wipe", Nodes: []int{i}, Start: at, End: at})
 			sleep(ctx, between(rng, 20*time.Millisecond, 80*time.Millisecond))
 		}
 		return nil
