@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -77,18 +78,47 @@ func TestConfigEdgeValuesWork(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLocker(t, c.Nodes(), tc.cfg)
-			lease, err := l.TryAcquire(ctx, "edge")
-			require.NoError(t, err)
-			st, err := l.Inspect(ctx, "edge")
-			require.NoError(t, err)
-			require.Equal(t, redlock.Held, st.State)
-			require.Equal(t, l.Config().Owner, st.Holder.Owner, "owner label read back as written")
-			n, err := c.Server(0).Do(ctx, "EXISTS", l.Key("edge"), l.Key("edge")+":fence").Int()
-			require.NoError(t, err)
-			require.Equal(t, 2, n, "keys are the prefix as given, verbatim")
-			require.NoError(t, lease.Release(ctx))
+			// The shortest lease gives each node call ~16ms: on a busy
+			// machine one round can miss it, which is the lease's contract
+			// (fail, never overstay), not a bug. What must hold is that
+			// the configuration works: a round succeeds within a few tries.
+			var last error
+			for try := 0; try < 20; try++ {
+				if last = edgeRound(ctx, c, l); last == nil {
+					return
+				}
+				require.NoError(t, ctx.Err(), "last round: %v", last)
+			}
+			require.NoError(t, last, "20 rounds failed in a row")
 		})
 	}
+}
+
+// edgeRound acquires "edge", checks what the nodes hold and releases it.
+func edgeRound(ctx context.Context, c *testutil.RedisCluster, l *redlock.Locker) error {
+	lease, err := l.Acquire(ctx, "edge")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lease.Release(ctx) }()
+	st, err := l.Inspect(ctx, "edge")
+	if err != nil {
+		return err
+	}
+	if lease.Context().Err() != nil {
+		return fmt.Errorf("lease ended before the check: %w", context.Cause(lease.Context()))
+	}
+	if st.State != redlock.Held || st.Holder.Owner != l.Config().Owner {
+		return fmt.Errorf("inspect: state %v, owner %q; want held by %q (owner label read back as written)", st.State, st.Holder.Owner, l.Config().Owner)
+	}
+	n, err := c.Server(0).Do(ctx, "EXISTS", l.Key("edge"), l.Key("edge")+":fence").Int()
+	if err != nil {
+		return err
+	}
+	if n != 2 {
+		return fmt.Errorf("%d of the lock and fence keys exist verbatim under the prefix, want 2", n)
+	}
+	return nil
 }
 
 // TestDuplicateNodesAreRejected: one server must not count twice toward a
@@ -319,7 +349,7 @@ func TestNodeThatIsNotRedis(t *testing.T) {
 	}
 	l := newLocker(t, nodes, redlock.Config{LeaseDuration: time.Second})
 	start := time.Now()
-	_, err := l.TryAcquire(context.Background(), "r")
+	_, err := l.TryAcquire(testutil.Context(t), "r")
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
 	require.Less(t, time.Since(start), time.Second)
 	var ne *redlock.NodeError

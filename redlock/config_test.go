@@ -85,7 +85,7 @@ func TestNewRejectsBadNodeLists(t *testing.T) {
 func TestResourceAndTokenValidation(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	for _, bad := range []string{"", strings.Repeat("r", redlock.MaxResourceLen+1)} {
 		_, err := l.TryAcquire(ctx, bad)
 		require.ErrorIs(t, err, redlock.ErrInvalidResource)
@@ -107,7 +107,7 @@ func TestResourceNamesAreOpaque(t *testing.T) {
 	names := []string{"a", "orders:dispatch", "{braces}", "{}", "a}b{c", "\x00\xff binary", "ключ-ресурса-🔒", strings.Repeat("r", redlock.MaxResourceLen)}
 	fences := map[string]bool{}
 	for _, name := range names {
-		lease, err := l.TryAcquire(context.Background(), name)
+		lease, err := l.TryAcquire(testutil.Context(t), name)
 		require.NoError(t, err, "resource %q", name)
 		require.Equal(t, name, lease.Resource())
 		st, err := l.Inspect(context.Background(), name)
@@ -120,7 +120,7 @@ func TestResourceNamesAreOpaque(t *testing.T) {
 	// Each name is its own lock: all of them could be held at once.
 	var leases []*redlock.Lease
 	for _, name := range names {
-		lease, err := l.TryAcquire(context.Background(), name)
+		lease, err := l.TryAcquire(testutil.Context(t), name)
 		require.NoError(t, err)
 		leases = append(leases, lease)
 	}
@@ -132,11 +132,11 @@ func TestResourceNamesAreOpaque(t *testing.T) {
 func TestAcquireErrorIsDescriptive(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 5 * time.Second})
-	held, err := l.TryAcquire(context.Background(), "busy")
+	held, err := l.TryAcquire(testutil.Context(t), "busy")
 	require.NoError(t, err)
 	defer held.Release(context.Background())
 
-	_, err = l.TryAcquire(context.Background(), "busy")
+	_, err = l.TryAcquire(testutil.Context(t), "busy")
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.NotErrorIs(t, err, redlock.ErrNoQuorum)
 	var ae *redlock.AcquireError

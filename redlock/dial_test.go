@@ -13,7 +13,7 @@ import (
 )
 
 func TestDialRejectsBadURLs(t *testing.T) {
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	cases := []struct {
 		name string
 		urls []string

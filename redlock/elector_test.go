@@ -115,7 +115,7 @@ func TestElectorLeaderFromANonCandidate(t *testing.T) {
 	cfg := redlock.Config{LeaseDuration: 2 * time.Second}
 	leader := newElectionProcess(t, c, "scheduler", "node-a", cfg)
 	watcher := newElectionProcess(t, c, "scheduler", "watcher", cfg)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	_, err := watcher.elector.Leader(ctx)
 	require.ErrorIs(t, err, redlock.ErrNoLeader)
@@ -168,7 +168,7 @@ func TestElectorLeaderNeedsAMajorityOnTheFence(t *testing.T) {
 		c.Server(i).SetTTL(key, ttl)
 		require.NoError(t, c.SetCounter(i, key+":fence", fence))
 	}
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	set(0, tok, time.Second, 7)
 	set(1, tok, 3*time.Second, 7)
@@ -202,7 +202,7 @@ func TestElectorFailoverAfterLeaderCrash(t *testing.T) {
 	cfg := constantRetry(redlock.Config{LeaseDuration: lease}, retry)
 	a := newElectionProcess(t, c, "singleton", "a", cfg)
 	b := newElectionProcess(t, c, "singleton", "b", cfg)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	ta, err := a.elector.Campaign(ctx)
 	require.NoError(t, err)
@@ -236,7 +236,7 @@ func TestElectorPausedLeaderIsFencedOff(t *testing.T) {
 	cfg := constantRetry(redlock.Config{LeaseDuration: 300 * time.Millisecond}, 10*time.Millisecond)
 	a := newElectionProcess(t, c, "writer", "a", cfg)
 	b := newElectionProcess(t, c, "writer", "b", cfg)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	ta, err := a.elector.Campaign(ctx)
 	require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestElectorResignHandsOverPromptly(t *testing.T) {
 	cfg := constantRetry(redlock.Config{LeaseDuration: 10 * time.Second}, time.Hour)
 	a := newElectionProcess(t, c, "handover", "a", cfg)
 	b := newElectionProcess(t, c, "handover", "b", cfg)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	ta, err := a.elector.Campaign(ctx)
 	require.NoError(t, err)
@@ -276,18 +276,23 @@ func TestElectorResignHandsOverPromptly(t *testing.T) {
 
 	resigned := time.Now()
 	require.NoError(t, ta.Resign(ctx))
-	tb := awaitTerm(t, won, 2*time.Second)
+	tb := awaitTerm(t, won, 5*time.Second)
 	took := tb.at.Sub(resigned)
 	t.Logf("hand-over took %s", took)
-	require.Less(t, took, 500*time.Millisecond)
+	// Without the wake-up b would wait out a's TTL (the lease, 10s): a
+	// fifth of it separates the two even on a busy machine.
+	require.Less(t, took, cfg.LeaseDuration/5, "b was not woken by the release")
 	require.Greater(t, tb.term.Fence(), ta.Fence())
 	require.ErrorIs(t, context.Cause(ta.Context()), redlock.ErrLeaseReleased)
 
-	// And back: a campaigns again and takes over when b resigns.
+	// And back: a campaigns again and takes over when b resigns. b's
+	// subscription, no longer needed, goes first: otherwise the count of
+	// subscribers could reach one before a's own is in place.
+	waitForWaiters(t, c, b.locker, "handover", 0)
 	won = campaignAsync(ctx, a)
 	waitForWaiters(t, c, a.locker, "handover", 1)
 	require.NoError(t, tb.term.Resign(ctx))
-	again := awaitTerm(t, won, 2*time.Second)
+	again := awaitTerm(t, won, 5*time.Second)
 	require.Greater(t, again.term.Fence(), tb.term.Fence())
 	require.NoError(t, again.term.Resign(ctx))
 }
@@ -380,7 +385,7 @@ func TestElectorObserveSeesEachTerm(t *testing.T) {
 	a := newElectionProcess(t, c, "observed", "a", cfg)
 	b := newElectionProcess(t, c, "observed", "b", cfg)
 	watcher := newElectionProcess(t, c, "observed", "watcher", cfg)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := watcher.elector.Observe(watchCtx)
@@ -424,7 +429,7 @@ func TestElectorObserveReportsNoLeaderWhenTheLeaderIsLost(t *testing.T) {
 	cfg := redlock.Config{LeaseDuration: 500 * time.Millisecond}
 	a := newElectionProcess(t, c, "partitioned", "a", cfg)
 	watcher := newElectionProcess(t, c, "partitioned", "watcher", cfg)
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	term, err := a.elector.Campaign(ctx)
 	require.NoError(t, err)
 	watchCtx, stop := context.WithCancel(ctx)
@@ -446,7 +451,7 @@ func TestCampaignEndsWithItsContextOrLocker(t *testing.T) {
 	cfg := fastRetry(redlock.Config{LeaseDuration: 5 * time.Second})
 	a := newElectionProcess(t, c, "bounded", "a", cfg)
 	b := newElectionProcess(t, c, "bounded", "b", cfg)
-	term, err := a.elector.Campaign(context.Background())
+	term, err := a.elector.Campaign(testutil.Context(t))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -457,7 +462,7 @@ func TestCampaignEndsWithItsContextOrLocker(t *testing.T) {
 	require.Less(t, time.Since(start), time.Second)
 
 	require.NoError(t, b.locker.Close())
-	_, err = b.elector.Campaign(context.Background())
+	_, err = b.elector.Campaign(testutil.Context(t))
 	require.ErrorIs(t, err, redlock.ErrClosed)
 
 	// Closing the leader's Locker ends its term and frees the role.

@@ -26,7 +26,7 @@ func TestFenceSurvivesDisagreeingCounters(t *testing.T) {
 	fenceKey := l.Key("contested") + ":fence"
 	require.NoError(t, c.SetCounter(0, fenceKey, 100))
 	require.NoError(t, c.SetCounter(1, fenceKey, 5))
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 
 	c.Kill(2)
 	a, err := l.TryAcquire(ctx, "contested")
@@ -49,7 +49,7 @@ func TestFenceFastPathWhenCountersAgree(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
 	for want := fencing.Token(1); want <= 5; want++ {
-		lease, err := l.TryAcquire(context.Background(), "steady")
+		lease, err := l.TryAcquire(testutil.Context(t), "steady")
 		require.NoError(t, err)
 		require.Equal(t, want, lease.Fence())
 		require.NoError(t, lease.Release(context.Background()))
@@ -81,7 +81,7 @@ func TestFenceMonotonicUnderRandomFaults(t *testing.T) {
 						c.Heal(i)
 					}
 				}
-				lease, err := l.TryAcquire(context.Background(), "prop")
+				lease, err := l.TryAcquire(testutil.Context(t), "prop")
 				if err != nil {
 					continue
 				}

@@ -99,7 +99,7 @@ func TestPausedMinorityDoesNotStopTheLock(t *testing.T) {
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 400 * time.Millisecond})
 	require.NoError(t, c.Server(1).Pause())
 	require.NoError(t, c.Server(4).Pause())
-	lease, err := l.Acquire(context.Background(), "paused-minority")
+	lease, err := l.Acquire(testutil.Context(t), "paused-minority")
 	require.NoError(t, err)
 	first := lease.ValidUntil()
 	require.Eventually(t, func() bool { return lease.ValidUntil().After(first.Add(300 * time.Millisecond)) },
@@ -119,7 +119,7 @@ func TestPausedMajorityEndsTheLeaseBeforeValidity(t *testing.T) {
 	}
 	c := testutil.StartRedis(t, 5)
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second})
-	lease, err := l.Acquire(context.Background(), "paused-majority")
+	lease, err := l.Acquire(testutil.Context(t), "paused-majority")
 	require.NoError(t, err)
 	for _, i := range []int{0, 2, 3} {
 		require.NoError(t, c.Server(i).Pause())
@@ -180,7 +180,7 @@ func TestScriptFlushOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	c := testutil.StartRedis(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
 	flush := func() {

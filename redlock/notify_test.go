@@ -39,12 +39,12 @@ func subscribed(t *testing.T, c *testutil.MiniCluster, key string, n int) {
 func TestWaiterWakesOnRelease(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
-	holder, err := l.TryAcquire(context.Background(), "handoff")
+	holder, err := l.TryAcquire(testutil.Context(t), "handoff")
 	require.NoError(t, err)
 
 	got := make(chan *redlock.Lease, 1)
 	go func() {
-		lease, err := l.Acquire(context.Background(), "handoff")
+		lease, err := l.Acquire(testutil.Context(t), "handoff")
 		require.NoError(t, err)
 		got <- lease
 	}()
@@ -66,7 +66,7 @@ func TestWaiterWakesOnRelease(t *testing.T) {
 func TestWaitersTakeTurnsInArrivalOrder(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
-	holder, err := l.TryAcquire(context.Background(), "turns")
+	holder, err := l.TryAcquire(testutil.Context(t), "turns")
 	require.NoError(t, err)
 
 	var mu sync.Mutex
@@ -74,7 +74,7 @@ func TestWaitersTakeTurnsInArrivalOrder(t *testing.T) {
 	next := make(chan *redlock.Lease)
 	for i := range 4 {
 		go func() {
-			lease, err := l.Acquire(context.Background(), "turns")
+			lease, err := l.Acquire(testutil.Context(t), "turns")
 			require.NoError(t, err)
 			mu.Lock()
 			order = append(order, i)
@@ -106,11 +106,11 @@ func TestWaitingSurvivesAMinorityWithoutPubSub(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
 	c.Kill(2)
-	holder, err := l.TryAcquire(context.Background(), "degraded")
+	holder, err := l.TryAcquire(testutil.Context(t), "degraded")
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
-		lease, err := l.Acquire(context.Background(), "degraded")
+		lease, err := l.Acquire(testutil.Context(t), "degraded")
 		if err == nil {
 			err = lease.Release(context.Background())
 		}

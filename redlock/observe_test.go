@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,27 +51,35 @@ func (r *recorder) first(k redlock.EventKind) redlock.Event {
 // errors, release and loss are reported with counts and latencies, and the
 // log never contains a token.
 func TestObserverAndLoggerSeeTheLeaseLifecycle(t *testing.T) {
-	c := testutil.NewMiniCluster(t, 3)
+	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	rec := &recorder{}
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 300 * time.Millisecond, Observer: rec, Logger: logger})
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 600 * time.Millisecond, Observer: rec, Logger: logger})
 
 	c.Fail(2, "ERR injected fault")
-	lease, err := l.Acquire(context.Background(), "observed")
+	lease, err := l.Acquire(testutil.Context(t), "observed")
 	require.NoError(t, err)
 	first := lease.ValidUntil()
-	require.Eventually(t, func() bool { return lease.ValidUntil().After(first) }, time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return lease.ValidUntil().After(first) }, 5*time.Second, 5*time.Millisecond, "the lease was not renewed")
 	require.NoError(t, lease.Release(context.Background()))
 
-	lost, err := l.Acquire(context.Background(), "observed")
+	lost, err := l.Acquire(testutil.Context(t), "observed")
 	require.NoError(t, err)
 	require.NoError(t, c.Wipe(0))
 	require.NoError(t, c.Wipe(1))
-	waitDone(t, lost.Context(), time.Second)
-	// The context ends first; the event follows it.
-	require.Eventually(t, func() bool { return rec.kinds()[redlock.EventLost] == 1 }, time.Second, time.Millisecond)
+	waitDone(t, lost.Context(), 5*time.Second)
+	// The context ends first; the event and the log line follow it (the
+	// Observer is called before the Logger).
+	logged := func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.String()
+	}
+	require.Eventually(t, func() bool {
+		return rec.kinds()[redlock.EventLost] == 1 && strings.Contains(logged(), "redlock: lost")
+	}, 5*time.Second, time.Millisecond, "the loss was neither observed nor logged")
 
 	k := rec.kinds()
 	require.GreaterOrEqual(t, k[redlock.EventAttempt], 2)
@@ -84,16 +93,14 @@ func TestObserverAndLoggerSeeTheLeaseLifecycle(t *testing.T) {
 	require.Equal(t, "observed", acq.Resource)
 	require.Equal(t, 2, acq.Granted)
 	require.Equal(t, 3, acq.Total)
-	require.Equal(t, 1, acq.Attempts)
+	require.GreaterOrEqual(t, acq.Attempts, 1) // more when a node call timed out on a busy machine
 	require.Positive(t, acq.Latency)
 	nodeErr := rec.first(redlock.EventNodeError)
 	require.Equal(t, c.Addrs()[2], nodeErr.Node)
 	require.NotEmpty(t, nodeErr.Op)
 	require.ErrorContains(t, nodeErr.Err, "injected fault")
 
-	logMu.Lock()
-	out := logs.String()
-	logMu.Unlock()
+	out := logged()
 	require.Contains(t, out, "redlock: acquired")
 	require.Contains(t, out, "redlock: released")
 	require.Contains(t, out, "redlock: lost")

@@ -1,7 +1,6 @@
 package redlock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ const (
 
 // TestNodeScriptsTouchOnlyTheirOwnLock runs the scripts directly on one node.
 func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	c := testutil.NewMiniCluster(t, 1)
 	node := c.Nodes()[0]
 	m := c.Server(0)
@@ -91,7 +90,7 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 // TestRenewNeverRecreatesAnExpiredLock: once the TTL has passed, renew
 // answers "not held" and leaves the key absent.
 func TestRenewNeverRecreatesAnExpiredLock(t *testing.T) {
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	c := testutil.NewMiniCluster(t, 1)
 	node := c.Nodes()[0]
 	const key = "redlock:{exp}"
@@ -113,7 +112,7 @@ func TestRenewNeverRecreatesAnExpiredLock(t *testing.T) {
 // TestWrongTypeKeysGiveAClearErrorAndStayUntouched: someone else's data
 // under a lock key or fence key is reported, never changed.
 func TestWrongTypeKeysGiveAClearErrorAndStayUntouched(t *testing.T) {
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	c := testutil.NewMiniCluster(t, 1)
 	node := c.Nodes()[0]
 	m := c.Server(0)
@@ -154,7 +153,7 @@ func TestWrongTypeKeysGiveAClearErrorAndStayUntouched(t *testing.T) {
 // TestScriptFlushIsTransparent: after SCRIPT FLUSH (or a restart with an
 // empty script cache) the scripts are loaded again on the next call.
 func TestScriptFlushIsTransparent(t *testing.T) {
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
 	lease, err := l.TryAcquire(ctx, "flush")

@@ -345,7 +345,7 @@ func TestTLSDialChild(t *testing.T) {
 func TestTokensAre128RandomBits(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 1)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
-	ctx := context.Background()
+	ctx := testutil.Context(t)
 	const n = 2000
 	seen := make(map[string]bool, n)
 	var ones [128]int

@@ -38,7 +38,7 @@ func TestValidityIsMeasuredFromTheStartOfTheAttempt(t *testing.T) {
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: ttl, ClockDriftFactor: 0.01})
 	drift := time.Duration(math.Ceil(float64(ttl)*0.01)) + 2*time.Millisecond
 	before := time.Now()
-	lease, err := l.TryAcquire(context.Background(), "validity")
+	lease, err := l.TryAcquire(testutil.Context(t), "validity")
 	after := time.Now()
 	require.NoError(t, err)
 	defer lease.Release(context.Background())
@@ -50,7 +50,7 @@ func TestValidityIsMeasuredFromTheStartOfTheAttempt(t *testing.T) {
 func TestRenewalExtendsValidityFromTheRenewal(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 300 * time.Millisecond})
-	lease, err := l.TryAcquire(context.Background(), "renewal")
+	lease, err := l.TryAcquire(testutil.Context(t), "renewal")
 	require.NoError(t, err)
 	first := lease.ValidUntil()
 	validity := 300*time.Millisecond - 5*time.Millisecond
@@ -80,7 +80,7 @@ func TestAttemptThatOutlivesItsValidityFailsAndIsCleanedUp(t *testing.T) {
 		require.NoError(t, c.SetCounter(i, l.Key("slow")+":fence", v))
 	}
 	start := time.Now()
-	_, err := l.TryAcquire(context.Background(), "slow")
+	_, err := l.TryAcquire(testutil.Context(t), "slow")
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.Contains(t, err.Error(), "fencing token")
 	require.Less(t, time.Since(start), 3*time.Second)
@@ -94,13 +94,13 @@ func TestAttemptThatOutlivesItsValidityFailsAndIsCleanedUp(t *testing.T) {
 func TestAcquireWaitsForTheHolder(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), fastRetry(redlock.Config{LeaseDuration: 2 * time.Second}))
-	holder, err := l.TryAcquire(context.Background(), "queue")
+	holder, err := l.TryAcquire(testutil.Context(t), "queue")
 	require.NoError(t, err)
 
 	var released atomic.Bool
 	got := make(chan *redlock.Lease)
 	go func() {
-		lease, err := l.Acquire(context.Background(), "queue")
+		lease, err := l.Acquire(testutil.Context(t), "queue")
 		if err == nil && !released.Load() {
 			t.Error("waiter acquired while the holder held the lock")
 		}
@@ -147,9 +147,9 @@ func TestCloseReleasesLeasesAndRefusesNewOnes(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l, err := redlock.New(c.Nodes(), redlock.Config{})
 	require.NoError(t, err)
-	a, err := l.TryAcquire(context.Background(), "a")
+	a, err := l.TryAcquire(testutil.Context(t), "a")
 	require.NoError(t, err)
-	b, err := l.TryAcquire(context.Background(), "b")
+	b, err := l.TryAcquire(testutil.Context(t), "b")
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	for _, lease := range []*redlock.Lease{a, b} {
@@ -158,9 +158,9 @@ func TestCloseReleasesLeasesAndRefusesNewOnes(t *testing.T) {
 			require.False(t, c.Server(i).Exists(l.Key(lease.Resource())))
 		}
 	}
-	_, err = l.TryAcquire(context.Background(), "c")
+	_, err = l.TryAcquire(testutil.Context(t), "c")
 	require.ErrorIs(t, err, redlock.ErrClosed)
-	_, err = l.Acquire(context.Background(), "c")
+	_, err = l.Acquire(testutil.Context(t), "c")
 	require.ErrorIs(t, err, redlock.ErrClosed)
 	require.ErrorIs(t, a.Release(context.Background()), redlock.ErrLeaseReleased)
 }
@@ -177,13 +177,13 @@ func TestNoGoroutineOutlivesItsLease(t *testing.T) {
 	idleWorkers := goleak.IgnoreTopFunction("github.com/e6344662/go-redlock/redlock.(*workers).work")
 	ignore := append(base, idleWorkers)
 
-	lease, err := l.TryAcquire(context.Background(), "leak")
+	lease, err := l.TryAcquire(testutil.Context(t), "leak")
 	require.NoError(t, err)
 	time.Sleep(250 * time.Millisecond) // at least one renewal
 	require.NoError(t, lease.Release(context.Background()))
 	goleak.VerifyNone(t, ignore...)
 
-	lost, err := l.TryAcquire(context.Background(), "leak")
+	lost, err := l.TryAcquire(testutil.Context(t), "leak")
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, c.Wipe(i))
@@ -193,7 +193,7 @@ func TestNoGoroutineOutlivesItsLease(t *testing.T) {
 	goleak.VerifyNone(t, ignore...)
 
 	// A waiter opens the Locker's subscriptions; Close ends them too.
-	held, err := l.TryAcquire(context.Background(), "sub")
+	held, err := l.TryAcquire(testutil.Context(t), "sub")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
