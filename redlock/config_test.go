@@ -107,7 +107,7 @@ func TestResourceNamesAreOpaque(t *testing.T) {
 	names := []string{"a", "orders:dispatch", "{braces}", "{}", "a}b{c", "\x00\xff binary", "ключ-ресурса-🔒", strings.Repeat("r", redlock.MaxResourceLen)}
 	fences := map[string]bool{}
 	for _, name := range names {
-		lease, err := l.TryAcquire(testutil.Context(t), name)
+		lease, err := tryAcquire(t, l, name)
 		require.NoError(t, err, "resource %q", name)
 		require.Equal(t, name, lease.Resource())
 		st, err := l.Inspect(context.Background(), name)
@@ -120,7 +120,7 @@ func TestResourceNamesAreOpaque(t *testing.T) {
 	// Each name is its own lock: all of them could be held at once.
 	var leases []*redlock.Lease
 	for _, name := range names {
-		lease, err := l.TryAcquire(testutil.Context(t), name)
+		lease, err := tryAcquire(t, l, name)
 		require.NoError(t, err)
 		leases = append(leases, lease)
 	}

@@ -194,8 +194,9 @@ func TestElectorLeaderNeedsAMajorityOnTheFence(t *testing.T) {
 
 // TestElectorFailoverAfterLeaderCrash: the leader's process stops talking
 // to the nodes (a crash: renewal stops, its lock stays until the TTL). A
-// waiting candidate takes over within one lease duration plus a retry, with
-// a higher fence, and the crashed leader's term has ended by then.
+// waiting candidate takes over within one lease duration plus a retry (and
+// scheduling slack, bounded by a second lease on a busy machine), with a
+// higher fence, and the crashed leader's term has ended by then.
 func TestElectorFailoverAfterLeaderCrash(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	const lease, retry = 300 * time.Millisecond, 20 * time.Millisecond
@@ -211,10 +212,10 @@ func TestElectorFailoverAfterLeaderCrash(t *testing.T) {
 
 	crashed := time.Now()
 	a.gate.Cut()
-	tb := awaitTerm(t, won, 3*lease)
+	tb := awaitTerm(t, won, 10*lease)
 	took := tb.at.Sub(crashed)
 	t.Logf("failover took %s (lease %s, retry %s)", took, lease, retry)
-	require.Less(t, took, lease+retry+100*time.Millisecond, "failover slower than a lease plus a retry")
+	require.Less(t, took, 2*lease+retry, "failover slower than a lease plus a retry, with a lease of slack")
 	require.Greater(t, tb.term.Fence(), ta.Fence())
 
 	// The crashed leader's term ended (with ErrLeaseLost) before the new

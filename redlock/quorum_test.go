@@ -67,7 +67,7 @@ func TestQuorumBoundaries(t *testing.T) {
 						}
 					}
 					granting := bits.OnesCount(mask)
-					lease, err := l.TryAcquire(testutil.Context(t), resource)
+					lease, err := tryAcquire(t, l, resource)
 					if granting >= quorum {
 						require.NoError(t, err, "mask %b", mask)
 						require.GreaterOrEqual(t, len(lease.Granted()), quorum)

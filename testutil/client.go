@@ -13,7 +13,7 @@ import (
 const (
 	// miniTimeout bounds dials, reads and writes of clients to miniredis
 	// servers, which answer in microseconds when they answer at all.
-	miniTimeout = time.Second
+	miniTimeout = 5 * time.Second
 	// redisTimeout bounds dials, reads and writes of clients to real
 	// redis-server processes.
 	redisTimeout = 500 * time.Millisecond
