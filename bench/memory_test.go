@@ -55,7 +55,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	})
 	held := usedMemory(b, c)
 	pipeline(b, c, func(p redis.Pipeliner, i int) {
-		p.EvalSha(ctx, scripts.Release.Hash(), []string{key(i)}, tokens[i], key(i)+":released", "0")
+		p.EvalSha(ctx, scripts.Release.Hash(), []string{key(i)}, tokens[i], key(i)+":released", "")
 	})
 	fenced := usedMemory(b, c)
 	if n, err := c.DBSize(ctx).Result(); err != nil || n != memKeys {

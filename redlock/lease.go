@@ -239,7 +239,7 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 	start := time.Now()
 	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true, true)
 	if t.yes >= l.quorum {
-		l.hub.released(ls.key, t.yes)
+		l.hub.released(ls.key, releaseID(ls.token))
 		if listeners > 0 {
 			l.noteRelease(ls.key, time.Since(start))
 		}

@@ -194,11 +194,11 @@ func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Durat
 
 // Release implements Node.
 func (n *RedisNode) Release(ctx context.Context, key, token string, announce bool) (bool, int, error) {
-	flag := "0"
+	announcement := "" // none
 	if announce {
-		flag = "1"
+		announcement = releaseID(token)
 	}
-	v, err := scripts.Release.Run(ctx, n.client, []string{key}, token, releaseChannel(key), flag).Int64()
+	v, err := scripts.Release.Run(ctx, n.client, []string{key}, token, releaseChannel(key), announcement).Int64()
 	if err != nil {
 		return false, 0, scriptErr(err)
 	}

@@ -18,9 +18,9 @@ import (
 // node, shared by all its waiters, when it first has to wait.
 type Notifier interface {
 	// Subscribe opens a subscription that calls onRelease with the lock key
-	// of every release announced for a watched key. onRelease must not
-	// block.
-	Subscribe(onRelease func(key string)) Subscription
+	// and the release id (releaseID of the released token) of every release
+	// announced for a watched key. onRelease must not block.
+	Subscribe(onRelease func(key, id string)) Subscription
 }
 
 // Subscription is a Notifier's open subscription.
@@ -36,7 +36,7 @@ type Subscription interface {
 var _ Notifier = (*RedisNode)(nil)
 
 // Subscribe implements Notifier with one pub/sub connection.
-func (n *RedisNode) Subscribe(onRelease func(key string)) Subscription {
+func (n *RedisNode) Subscribe(onRelease func(key, id string)) Subscription {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &redisSubscription{ps: n.client.Subscribe(ctx), cancel: cancel, done: make(chan struct{})}
 	go s.receive(ctx, onRelease)
@@ -52,7 +52,7 @@ type redisSubscription struct {
 // receive delivers release messages until Close. Errors (a node that is
 // down) are retried with a growing pause; go-redis resubscribes the
 // watched channels when it reconnects.
-func (s *redisSubscription) receive(ctx context.Context, onRelease func(string)) {
+func (s *redisSubscription) receive(ctx context.Context, onRelease func(key, id string)) {
 	defer close(s.done)
 	pause := 50 * time.Millisecond
 	for {
@@ -79,7 +79,7 @@ func (s *redisSubscription) receive(ctx context.Context, onRelease func(string))
 		pause = 50 * time.Millisecond
 		if m, ok := msg.(*redis.Message); ok {
 			if key, ok := strings.CutSuffix(m.Channel, ":released"); ok {
-				onRelease(key)
+				onRelease(key, m.Payload)
 			}
 		}
 	}
@@ -118,11 +118,40 @@ type waitHub struct {
 	syncs  sync.WaitGroup
 }
 
-// keyWait is the queue of one key's waiters and how many nodes announced a
-// release since the last wake-up.
+// keyWait is the queue of one key's waiters and the releases of the key
+// heard lately, each counted on its own: announcements of one release can
+// arrive after those of the next, and a Locker's own release is announced
+// to it too.
 type keyWait struct {
-	heard int
+	heard []heardRelease // the most recent last; at most maxHeard
 	queue []*waiter
+}
+
+// heardRelease counts the nodes that announced one release; done is set
+// once it woke a waiter (or was this Locker's own release).
+type heardRelease struct {
+	id    string
+	nodes int
+	done  bool
+}
+
+// maxHeard bounds the releases a keyWait remembers. Releases of one key
+// follow each other (one holder at a time), so only the last few can still
+// be arriving.
+const maxHeard = 8
+
+// release returns the entry of release id, adding it if new.
+func (kw *keyWait) release(id string) *heardRelease {
+	for i := range kw.heard {
+		if kw.heard[i].id == id {
+			return &kw.heard[i]
+		}
+	}
+	if len(kw.heard) == maxHeard {
+		kw.heard = append(kw.heard[:0], kw.heard[1:]...)
+	}
+	kw.heard = append(kw.heard, heardRelease{id: id})
+	return &kw.heard[len(kw.heard)-1]
 }
 
 // waiter is one Acquire call waiting for its turn; wake holds at most one
@@ -209,35 +238,42 @@ func (h *waitHub) queued(key string) bool {
 	return kw != nil && len(kw.queue) > 0
 }
 
-// released is called when this Locker itself released key on released
-// nodes: the first local waiter is woken at once, and that many of the
-// release's own announcements, still on their way, are discounted.
-func (h *waitHub) released(key string, released int) {
+// released is called when this Locker itself released key (release id):
+// the first local waiter is woken at once, and the release's own
+// announcements, still on their way, wake no one else.
+func (h *waitHub) released(key, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kw := h.keys[key]
 	if kw == nil || len(kw.queue) == 0 {
 		return
 	}
-	kw.heard = -released
+	kw.release(id).done = true
 	kw.queue[0].signal()
 }
 
 // notify is called by the subscriptions for every announced release; once
-// a majority of nodes announced one, the first waiter in line is woken.
-func (h *waitHub) notify(key string) {
+// a majority of nodes announced the same release, the first waiter in line
+// is woken, once per release.
+func (h *waitHub) notify(key, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kw := h.keys[key]
 	if kw == nil {
 		return
 	}
-	kw.heard++
-	if kw.heard >= h.l.quorum {
-		kw.heard = 0
+	r := kw.release(id)
+	r.nodes++
+	if !r.done && r.nodes >= h.l.quorum {
+		r.done = true
 		kw.queue[0].signal()
 	}
 }
+
+// releaseID names one release in its announcements: the first 8 hex digits
+// of the released token, which Inspect shows anyway and which distinguish
+// successive holders of a key.
+func releaseID(token string) string { return token[:min(8, len(token))] }
 
 // syncLocked makes every subscription watch key exactly when it has
 // waiters, in the background (a node that is down must not hold up a
@@ -267,12 +303,15 @@ func (h *waitHub) syncLocked(key string) {
 			} else {
 				err = s.sub.Unwatch(ctx, key)
 			}
-			if err == nil || want {
-				// A failed Watch is not recorded as watching, but go-redis
-				// resubscribes on reconnect; a failed Unwatch is retried by
-				// the next sync of the key.
-				s.watching[key] = want && err == nil
+			switch {
+			case want && err == nil:
+				s.watching[key] = true
+			case !want && err == nil:
+				delete(s.watching, key) // the map holds only watched keys
 			}
+			// A failed Watch is not recorded as watching, but go-redis
+			// resubscribes on reconnect; a failed Unwatch is retried by the
+			// next sync of the key.
 		}()
 	}
 }

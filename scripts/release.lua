@@ -1,7 +1,8 @@
 -- release: delete the caller's own lock and, when asked, tell waiters it is
 -- free. Never deletes a lock held by another token.
 -- KEYS[1] lock key
--- ARGV[1] token, ARGV[2] release channel, ARGV[3] "1" to announce
+-- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
+-- release id waiters count it by), or "" for none
 -- Returns 0 when the caller does not hold the lock here; otherwise 1 plus
 -- the number of subscribers that heard the announcement.
 local v = redis.pcall('GET', KEYS[1])
@@ -13,7 +14,7 @@ if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
   return 0
 end
 redis.call('DEL', KEYS[1])
-if ARGV[3] == '1' then
-  return 1 + redis.call('PUBLISH', ARGV[2], '1')
+if ARGV[3] ~= '' then
+  return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
 return 1
