@@ -40,9 +40,11 @@ fmt:
 FUZZTIME ?= 5000x
 FUZZ_REDLOCK := FuzzParseGrant FuzzParseInspect FuzzDial
 FUZZ_FENCING := FuzzParseToken FuzzTokenFromRequest FuzzParseWriteReply FuzzTokenFromReply FuzzStoreWrite
+FUZZ_REDACT := FuzzURL FuzzError
 fuzz:
 	@set -e; for t in $(FUZZ_REDLOCK); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./redlock/; done; \
-	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./fencing/; done
+	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./fencing/; done; \
+	for t in $(FUZZ_REDACT); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./internal/redact/; done
 
 # The fault-injection suite alone, with its counts printed. Longer soak:
 # REDLOCK_CHAOS_DURATION=10m make chaos; replay: REDLOCK_CHAOS_SEED=<seed>.
