@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/internal/redact"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
@@ -306,7 +307,7 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		opts, err := redis.ParseURL(strings.TrimSpace(raw))
 		if err != nil {
 			_ = nodes.Close()
-			return nil, fmt.Errorf("%w: node URL %s: %s", ErrInvalidConfig, redactURL(raw), redactErr(err, raw))
+			return nil, fmt.Errorf("%w: node URL %s: %s", ErrInvalidConfig, redact.URL(raw), redact.URLError(raw, err))
 		}
 		id := fmt.Sprintf("%s/%d", opts.Addr, opts.DB)
 		if seen[id] {
@@ -422,30 +423,4 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
-}
-
-// redactURL returns raw with everything that could be a credential (the
-// part before the last "@" of the authority) replaced, for error messages.
-// It does not rely on raw parsing.
-func redactURL(raw string) string {
-	rest, scheme := raw, ""
-	if j := strings.Index(raw, "://"); j >= 0 {
-		scheme, rest = raw[:j+3], raw[j+3:]
-	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return scheme + "xxxxx" + rest[at:]
-	}
-	if strings.Contains(raw, ":") && !strings.Contains(raw, "://") && strings.Count(raw, ":") > 1 {
-		return "xxxxx" // no scheme and several colons: may hold a password
-	}
-	return raw
-}
-
-// redactErr returns the URL parser's message for raw, unless raw may hold
-// credentials, in which case only a generic hint is given.
-func redactErr(err error, raw string) string {
-	if strings.Contains(raw, "@") || redactURL(raw) != raw {
-		return "malformed URL (want redis://[user:password@]host:port[/db] or rediss://...)"
-	}
-	return err.Error()
 }
