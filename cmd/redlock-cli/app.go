@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/e6344662/go-redlock/internal/redact"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -79,6 +80,9 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if ce.code == exitUsage {
 		a.g.json = a.g.json || wantsJSON(args)
 	}
+	// The one place every error passes: no password of a node URL and no
+	// whole lock token reaches stderr or the JSON error object.
+	ce.msg = a.redact(ce.msg)
 	if ce.msg != "" {
 		msg := ce.msg
 		if ce.code == exitUsage && cmd != nil {
@@ -89,6 +93,9 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if a.g.json && !ce.reported && ce.kind != "" {
 		obj := map[string]any{"error": ce.kind, "message": ce.msg, "exit_code": ce.code}
 		for k, v := range ce.extra {
+			if str, ok := v.(string); ok {
+				v = a.redact(str)
+			}
 			obj[k] = v
 		}
 		a.emit(obj)
@@ -124,9 +131,16 @@ func (a *app) printf(format string, args ...any) {
 	fmt.Fprintf(a.stdout, format, args...)
 }
 
-// warnf writes a one-line warning to stderr.
+// warnf writes a one-line warning to stderr, cleaned by redact.
 func (a *app) warnf(format string, args ...any) {
-	fmt.Fprintf(a.stderr, "redlock-cli: "+format+"\n", args...)
+	fmt.Fprintf(a.stderr, "redlock-cli: %s\n", a.redact(fmt.Sprintf(format, args...)))
+}
+
+// redact returns s without the passwords of the node URLs and without any
+// whole lock token (see package redact). Every error, warning and error
+// field of the JSON output goes through it.
+func (a *app) redact(s string) string {
+	return redact.String(s, a.g.secrets(a.getenv)...)
 }
 
 // prepare validates the global flags of cmd; every command calls it first.
@@ -144,10 +158,15 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// noArgs accepts no positional argument.
+// noArgs accepts no positional argument. The message shows them through
+// redact.URL: a node URL given without --nodes carries its password.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) != 0 {
-		return usageErrorf("%s takes no arguments, got %q", cmd.Name(), args)
+		shown := make([]string, len(args))
+		for i, arg := range args {
+			shown[i] = redact.URL(arg)
+		}
+		return usageErrorf("%s takes no arguments, got %q", cmd.Name(), shown)
 	}
 	return nil
 }

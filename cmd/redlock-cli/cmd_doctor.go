@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/spf13/cobra"
+
+	"github.com/e6344662/go-redlock/internal/redact"
 )
 
 // clockWarn is the clock offset between a node and the median of the nodes
@@ -76,6 +77,9 @@ reach the same server). Exits 1 when any check is FAIL.
 			if ie := interrupted(ctx); ie != nil {
 				return ie
 			}
+			for i := range res.Checks {
+				res.Checks[i].Detail = a.redact(res.Checks[i].Detail)
+			}
 			if a.g.json {
 				a.emit(res)
 			} else {
@@ -100,7 +104,7 @@ func doctorClients(urls []string) ([]*redis.Client, error) {
 			for _, c := range clients {
 				_ = c.Close()
 			}
-			return nil, usageErrorf("malformed node URL %s: %s", redactURL(raw), hidePassword(err.Error(), raw))
+			return nil, usageErrorf("malformed node URL %s: %s", redact.URL(raw), redact.URLError(raw, err))
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.MaxRetries = -1 // one attempt per check: the doctor measures
@@ -109,16 +113,6 @@ func doctorClients(urls []string) ([]*redis.Client, error) {
 		clients = append(clients, redis.NewClient(opts))
 	}
 	return clients, nil
-}
-
-// hidePassword removes raw's password from msg.
-func hidePassword(msg, raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	return msg
 }
 
 // diagnose examines every node in parallel, then the node set.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/e6344662/go-redlock/internal/redact"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -77,6 +78,9 @@ being taken or expiring). Exits 3 when fewer than a majority answered.
 				return opError(ctx, err, len(s.nodes))
 			}
 			res := summarizeStatus(s.locker, st)
+			for i := range res.Nodes {
+				res.Nodes[i].Error = a.redact(res.Nodes[i].Error)
+			}
 			if a.g.json {
 				a.emit(res)
 			} else {
@@ -114,7 +118,7 @@ func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
 		res.Fence = max(res.Fence, n.Fence)
 		if ns.Info.Held {
 			n.Held = true
-			n.TokenPrefix = tokenPrefix(ns.Info.Token)
+			n.TokenPrefix = redact.TokenPrefix(ns.Info.Token)
 			n.Owner = ns.Info.Owner
 			n.TTLMillis = ns.Info.TTL.Milliseconds()
 			if st.State == redlock.Held && ns.Info.Token == st.Holder.Token {
@@ -127,7 +131,7 @@ func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
 	}
 	if st.State == redlock.Held {
 		res.Holder = &statusHolder{
-			TokenPrefix: tokenPrefix(st.Holder.Token),
+			TokenPrefix: redact.TokenPrefix(st.Holder.Token),
 			Owner:       st.Holder.Owner,
 			TTLMillis:   st.Holder.TTL.Milliseconds(),
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/e6344662/go-redlock/internal/redact"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -110,10 +111,30 @@ func (g *globals) nodeURLs(getenv func(string) string) ([]string, error) {
 	return urls, nil
 }
 
+// secrets returns the passwords in the node URLs of --nodes, or else of
+// the environment (getenv), whether or not they are well-formed: every
+// message the command prints is cleaned of them (redact.String).
+func (g *globals) secrets(getenv func(string) string) []string {
+	raw := g.nodes
+	if len(raw) == 0 && getenv != nil {
+		raw = []string{getenv(envNodes)}
+	}
+	var out []string
+	for _, r := range raw {
+		out = append(out, redact.Secrets(strings.Split(r, ",")...)...)
+	}
+	return out
+}
+
 // checkURL rejects what is plainly not a redis:// or rediss:// URL with a
-// host. Messages never contain the URL's password. redlock.Dial checks the
-// rest (options, database number).
+// host. Messages show the URL through redact.URL, never its password.
+// redlock.Dial checks the rest (options, database number).
 func checkURL(raw string) error {
+	shown := redact.URL(raw)
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok || scheme == "" {
+		return usageErrorf("malformed node URL %s: missing redis:// scheme (want redis://host:port or rediss://host:port)", shown)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		why := "not a URL"
@@ -121,48 +142,23 @@ func checkURL(raw string) error {
 		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) {
 			why = ue.Err.Error() // no quoted fragment, so no part of a password
 		}
-		return usageErrorf("malformed node URL %s: %s", redactURL(raw), why)
+		return usageErrorf("malformed node URL %s: %s", shown, why)
 	}
 	if strings.ContainsAny(raw, " \t\r\n") {
-		return usageErrorf("malformed node URL %s: contains white space", redactURL(raw))
+		return usageErrorf("malformed node URL %s: contains white space", shown)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return usageErrorf("malformed node URL %s: scheme must be redis:// or rediss://", redactURL(raw))
+		return usageErrorf("malformed node URL %s: scheme must be redis:// or rediss://", shown)
 	}
 	if u.Host == "" {
-		return usageErrorf("malformed node URL %s: no host", redactURL(raw))
+		return usageErrorf("malformed node URL %s: no host", shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return usageErrorf("malformed node URL %s: port %s out of range", redactURL(raw), p)
+			return usageErrorf("malformed node URL %s: port %s out of range", shown, p)
 		}
 	}
 	return nil
-}
-
-// redactURL returns raw with the password hidden, whether or not raw
-// parses as a URL: in the part between "://" and the next "/", everything
-// after the user name and before the last "@" becomes "xxxxx" (all of it
-// when there is no user name, as go-redis then takes it for the password).
-func redactURL(raw string) string {
-	start := 0
-	if i := strings.Index(raw, "://"); i >= 0 {
-		start = i + 3
-	}
-	end := len(raw)
-	if i := strings.IndexAny(raw[start:], "/?#"); i >= 0 {
-		end = start + i
-	}
-	at := strings.LastIndex(raw[start:end], "@")
-	if at < 0 {
-		return raw
-	}
-	at += start
-	hidden := "xxxxx"
-	if user, _, hasPass := strings.Cut(raw[start:at], ":"); hasPass {
-		hidden = user + ":xxxxx"
-	}
-	return raw[:start] + hidden + raw[at:]
 }
 
 // checkResource rejects resource names the library would refuse, before
@@ -186,15 +182,6 @@ func checkToken(token string) error {
 		return usageErrorf("--token must be 32 hex digits (the token printed by acquire), got %d characters", len(token))
 	}
 	return nil
-}
-
-// tokenPrefix is the part of a token that status shows.
-func tokenPrefix(token string) string {
-	const n = 8
-	if len(token) <= n {
-		return token
-	}
-	return token[:n]
 }
 
 // fmtDuration formats d for people: "9.95s", "320ms".

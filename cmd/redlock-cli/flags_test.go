@@ -52,7 +52,9 @@ func TestUsageErrors(t *testing.T) {
 		{"malformed URL", nil, []string{"--nodes", "redis://host:port:x", "acquire", "r"}, "malformed node URL"},
 		{"wrong scheme", nil, []string{"--nodes", "http://127.0.0.1:6379", "acquire", "r"}, "scheme must be redis:// or rediss://"},
 		{"no host", nil, []string{"--nodes", "redis://", "acquire", "r"}, "no host"},
-		{"bad URL in env", map[string]string{envNodes: node + ",localhost:6379"}, []string{"acquire", "r"}, "malformed node URL"},
+		{"bad URL in env", map[string]string{envNodes: node + ",localhost:6379"}, []string{"acquire", "r"}, "malformed node URL localhost:6379: missing redis:// scheme"},
+		{"no scheme", nil, []string{"--nodes", "127.0.0.1:7301", "status", "r"}, "malformed node URL 127.0.0.1:7301: missing redis:// scheme"},
+		{"no scheme doctor", nil, []string{"--nodes", "127.0.0.1:7301", "doctor"}, "missing redis:// scheme"},
 		{"unknown flag", nodes, []string{"acquire", "r", "--bogus"}, "unknown flag: --bogus"},
 		{"unknown command", nodes, []string{"aquire", "r"}, `unknown command "aquire"`},
 		{"negative ttl", nodes, []string{"acquire", "r", "--ttl", "-1s"}, "--ttl must be a positive duration"},
@@ -77,6 +79,7 @@ func TestUsageErrors(t *testing.T) {
 		{"run without resource", nodes, []string{"run", "--", "true"}, "no RESOURCE"},
 		{"run two resources", nodes, []string{"run", "a", "b", "--", "true"}, "one RESOURCE before --"},
 		{"doctor args", nodes, []string{"doctor", "x"}, "doctor takes no arguments"},
+		{"doctor URL arg", nodes, []string{"doctor", "redis://:s3cretpw@h:1"}, `doctor takes no arguments, got ["redis://:xxxxx@h:1"]`},
 		{"empty prefix", nodes, []string{"status", "r", "--prefix", ""}, "--prefix must not be empty"},
 		{"long owner", nodes, []string{"acquire", "r", "--owner", strings.Repeat("o", 257)}, "--owner is 257 bytes"},
 	}
@@ -107,6 +110,12 @@ func TestPasswordNeverEchoed(t *testing.T) {
 		"http://user:s3cretpw@host",
 		"redis://:s3cretpw@127.0.0.1:6379/notadb",
 		"redis://us er:s3cretpw@ho st",
+		"redis//:s3cretpw@127.0.0.1:7306",
+		"redis:/:s3cretpw@127.0.0.1:7306",
+		"s3cretpw@127.0.0.1:7306",
+		"redis://127.0.0.1:7306?password=s3cretpw",
+		"redis://127.0.0.1:7306?db=0&sentinel_password=s3cretpw",
+		"redis://u:s3cret%pw@127.0.0.1:7306",
 	} {
 		t.Run(u, func(t *testing.T) {
 			for _, cmd := range [][]string{{"acquire", "r"}, {"doctor"}} {
@@ -150,14 +159,48 @@ func TestNodeURLs(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	require.Equal(t, "redis://:xxxxx@h:1", redactURL("redis://:pw@h:1"))
-	require.Equal(t, "redis://u:xxxxx@h:1/0", redactURL("redis://u:pw@h:1/0"))
-	require.Equal(t, "redis://u:xxxxx@h:port:x", redactURL("redis://u:pw@h:port:x"))
-	require.Equal(t, "u:xxxxx@h", redactURL("u:p w@h"))
-	require.Equal(t, "redis://xxxxx@h:1/0", redactURL("redis://pw@h:1/0"))
-	require.Equal(t, "redis://h:1/a@b", redactURL("redis://h:1/a@b"))
-	require.Equal(t, "redis://h:1", redactURL("redis://h:1"))
+// TestCheckURL: what each malformed node URL is told, with the URL shown
+// through redact.URL.
+func TestCheckURL(t *testing.T) {
+	tests := []struct{ raw, want string }{
+		{"redis://127.0.0.1:6379", ""},
+		{"rediss://u:pw@h:6380/2?dial_timeout=1s", ""},
+		{"127.0.0.1:7301", "malformed node URL 127.0.0.1:7301: missing redis:// scheme"},
+		{"localhost", "malformed node URL localhost: missing redis:// scheme"},
+		{"://h:1", "malformed node URL ://h:1: missing redis:// scheme"},
+		{"redis//:s3cretPW@127.0.0.1:7306", "malformed node URL redis//:xxxxx@127.0.0.1:7306: missing redis:// scheme"},
+		{"redis:/h:1", "missing redis:// scheme"},
+		{"http://h:1", "scheme must be redis:// or rediss://"},
+		{"redis://", "no host"},
+		{"redis://h:99999", "port 99999 out of range"},
+		{"redis://h :1", "malformed node URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			err := checkURL(tt.raw)
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.want)
+			require.Equal(t, exitUsage, classify(err).code)
+			require.NotContains(t, err.Error(), "s3cretPW")
+		})
+	}
+}
+
+// TestSecretsOfFlags: the passwords of --nodes, or else of REDLOCK_NODES,
+// whether or not the URLs are well-formed.
+func TestSecretsOfFlags(t *testing.T) {
+	env := func(k string) string {
+		if k == envNodes {
+			return "redis://:envpw@h:1,redis//:envpw2@h:2"
+		}
+		return ""
+	}
+	require.Equal(t, []string{"envpw", "envpw2"}, (&globals{}).secrets(env))
+	g := globals{nodes: []string{"redis://u:flagpw@h:1", "127.0.0.1:7301"}}
+	require.Equal(t, []string{"flagpw"}, g.secrets(env))
 }
 
 func TestGlobalsDefaults(t *testing.T) {
@@ -175,7 +218,6 @@ func TestCheckToken(t *testing.T) {
 	for _, bad := range []string{"", "0123", "0123456789abcdef0123456789abcdeg", "0123456789abcdef0123456789abcdef0"} {
 		require.Error(t, checkToken(bad), bad)
 	}
-	require.Equal(t, "01234567", tokenPrefix("0123456789abcdef0123456789abcdef"))
 }
 
 // TestHelpDocumentsExitCodes checks the exit-code table in --help.
