@@ -111,29 +111,36 @@ func (a *app) acquireFailure(ctx context.Context, s *session, resource string, e
 	case errors.Is(err, redlock.ErrNoQuorum):
 		return noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes))
 	case errors.Is(err, redlock.ErrNotAcquired) && isAE:
-		return busyError(ae, a.holderOwner(ctx, s, resource))
+		owner, _ := a.holder(ctx, s, resource)
+		return busyError(ae, owner)
 	case waited > 0 && errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("gave up waiting for %q after %s: still busy", resource, waited)
 		extra := map[string]any{"waited_ms": waited.Milliseconds()}
-		if owner := a.holderOwner(ctx, s, resource); owner != "" {
+		owner, ttl := a.holder(ctx, s, resource)
+		if owner != "" {
 			msg += ", held by " + owner
 			extra["holder_owner"] = owner
+		}
+		if ttl < 0 {
+			msg += " with no expiry: not a redlock lock, it stays until deleted"
+			extra["holder_ttl_ms"] = ttlMillis(ttl)
 		}
 		return &cliError{code: exitBusy, kind: kindTimeout, msg: msg, err: err, extra: extra}
 	}
 	return classify(err)
 }
 
-// holderOwner returns the owner label of resource's holder, or "" when it
-// cannot tell within one call timeout.
-func (a *app) holderOwner(ctx context.Context, s *session, resource string) string {
+// holder returns the owner label of resource's holder ("" when it cannot
+// tell within one call timeout) and its TTL (negative: the key has no
+// expiry; zero when unknown).
+func (a *app) holder(ctx context.Context, s *session, resource string) (owner string, ttl time.Duration) {
 	ictx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
 	defer cancel()
 	st, err := s.locker.Inspect(ictx, resource)
 	if err != nil || st.State != redlock.Held {
-		return ""
+		return "", 0
 	}
-	return st.Holder.Owner
+	return st.Holder.Owner, st.Holder.TTL
 }
 
 func (a *app) printAcquired(s *session, lease *redlock.Lease) {

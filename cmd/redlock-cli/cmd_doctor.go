@@ -86,12 +86,20 @@ reach the same server). Exits 1 when any check is FAIL.
 				a.printDoctor(res)
 			}
 			if !res.OK {
-				return &cliError{code: exitFailure, kind: kindFailure, reported: true,
-					msg: fmt.Sprintf("doctor: %d checks FAIL", res.Fail)}
+				return &cliError{code: exitFailure, kind: kindFailure, reported: true, msg: failSummary(res.Fail)}
 			}
 			return nil
 		},
 	}
+}
+
+// failSummary is doctor's error line for n failed checks: "doctor: 1
+// check FAILs", "doctor: 2 checks FAIL".
+func failSummary(n int) string {
+	if n == 1 {
+		return "doctor: 1 check FAILs"
+	}
+	return fmt.Sprintf("doctor: %d checks FAIL", n)
 }
 
 // doctorClients builds one client per URL without connecting. A URL that

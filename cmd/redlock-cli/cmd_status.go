@@ -87,8 +87,11 @@ being taken or expiring). Exits 3 when fewer than a majority answered.
 				a.printStatus(res)
 			}
 			if res.Answered < res.Quorum {
-				return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true,
-					msg: fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", res.Answered, res.Total, res.Quorum)}
+				msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", res.Answered, res.Total, res.Quorum)
+				if accessDenied(statusNodeErrors(st), res.Total) {
+					return &cliError{code: exitAccessDenied, kind: kindAccessDenied, reported: true, msg: accessDeniedPrefix + msg}
+				}
+				return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true, msg: msg}
 			}
 			return nil
 		},
@@ -120,7 +123,7 @@ func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
 			n.Held = true
 			n.TokenPrefix = redact.TokenPrefix(ns.Info.Token)
 			n.Owner = ns.Info.Owner
-			n.TTLMillis = ns.Info.TTL.Milliseconds()
+			n.TTLMillis = ttlMillis(ns.Info.TTL)
 			if st.State == redlock.Held && ns.Info.Token == st.Holder.Token {
 				res.HeldOn++
 			}
@@ -133,10 +136,31 @@ func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
 		res.Holder = &statusHolder{
 			TokenPrefix: redact.TokenPrefix(st.Holder.Token),
 			Owner:       st.Holder.Owner,
-			TTLMillis:   st.Holder.TTL.Milliseconds(),
+			TTLMillis:   ttlMillis(st.Holder.TTL),
 		}
 	}
 	return res
+}
+
+// ttlMillis is a lock's TTL in the output: milliseconds, or -1 when the
+// key has no expiry (the library reports that as a negative TTL, which
+// Milliseconds would round to 0).
+func ttlMillis(ttl time.Duration) int64 {
+	if ttl < 0 {
+		return -1
+	}
+	return ttl.Milliseconds()
+}
+
+// statusNodeErrors returns the errors of the nodes that failed.
+func statusNodeErrors(st *redlock.Status) []*redlock.NodeError {
+	var out []*redlock.NodeError
+	for _, ns := range st.Nodes {
+		if ne, ok := ns.Err.(*redlock.NodeError); ok {
+			out = append(out, ne)
+		}
+	}
+	return out
 }
 
 // unwrapNode returns the error inside a *redlock.NodeError.
@@ -178,8 +202,12 @@ func verdict(res statusResult) string {
 	q := fmt.Sprintf("quorum %d of %d", res.Quorum, res.Total)
 	switch {
 	case res.Holder != nil:
-		return fmt.Sprintf("%q: held by %s (token %s...) on %d nodes, %s; expires in %s; fence counter %d",
-			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, res.HeldOn, q, ttlText(res.Holder.TTLMillis), res.Fence)
+		expires := "expires in " + ttlText(res.Holder.TTLMillis)
+		if res.Holder.TTLMillis < 0 {
+			expires = "no expiry: not a redlock lock, it stays until deleted"
+		}
+		return fmt.Sprintf("%q: held by %s (token %s...) on %d nodes, %s; %s; fence counter %d",
+			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, res.HeldOn, q, expires, res.Fence)
 	case res.State == "free":
 		return fmt.Sprintf("%q: free on %d nodes, %s; fence counter %d", res.Resource, res.FreeOn, q, res.Fence)
 	case res.Answered < res.Quorum:

@@ -213,6 +213,6 @@ func TestE2EPasswordNodes(t *testing.T) {
 	}
 	bad := []string{envNodes + "=" + strings.ReplaceAll(strings.Join(c.URLs(), ","), "hunter2pw", "wrongpw12")}
 	r = cli(t, bad, "release", "x", "--token", token)
-	requireCode(t, r, exitNoQuorum, "WRONGPASS")
+	requireCode(t, r, exitAccessDenied, "WRONGPASS")
 	require.NotContains(t, r.stderr, "wrongpw12")
 }

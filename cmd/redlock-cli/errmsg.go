@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -93,14 +95,61 @@ func summarizeNodes(errs []*redlock.NodeError) string {
 }
 
 // noQuorumError describes a failure to reach a majority of total nodes,
-// of which answered answered; err holds the per-node errors.
+// of which answered answered; err holds the per-node errors. When the
+// nodes that refused our credentials alone rule out a majority, it is an
+// access-denied error (its own exit code) rather than a no-quorum one.
 func noQuorumError(err error, answered, total int) *cliError {
 	msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", answered, total, total/2+1)
-	if errs := nodeErrors(err); len(errs) > 0 {
+	errs := nodeErrors(err)
+	if len(errs) > 0 {
 		msg += ": " + summarizeNodes(errs)
 	}
-	return &cliError{code: exitNoQuorum, kind: kindNoQuorum, msg: clip(msg), err: err,
+	e := &cliError{code: exitNoQuorum, kind: kindNoQuorum, msg: msg, err: err,
 		extra: map[string]any{"answered": answered, "total": total, "needed": total/2 + 1}}
+	if accessDenied(errs, total) {
+		e.code, e.kind, e.msg = exitAccessDenied, kindAccessDenied, accessDeniedPrefix+e.msg
+	}
+	e.msg = clip(e.msg)
+	return e
+}
+
+// accessDeniedPrefix starts the message of an access-denied error.
+const accessDeniedPrefix = "access denied: check the user and password in the node URLs and the ACL: "
+
+// accessDenied reports whether the nodes among errs that refused our
+// credentials or permissions are too many for a majority of total nodes
+// to remain, whatever the others did.
+func accessDenied(errs []*redlock.NodeError, total int) bool {
+	denied := 0
+	for _, ne := range errs {
+		if isAccessDenied(ne.Err) {
+			denied++
+		}
+	}
+	return denied > 0 && denied > total-(total/2+1)
+}
+
+// isAccessDenied reports whether err is a Redis server refusing the
+// password or user (WRONGPASS, NOAUTH, older servers' "invalid password",
+// a password sent to a server without one) or a command (NOPERM).
+func isAccessDenied(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"invalid password", "no password is set", "without any password configured"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // answeredNodes returns how many of total nodes answered, judging by the node
@@ -124,13 +173,17 @@ func busyError(ae *redlock.AcquireError, holder string) *cliError {
 	if ae.Reason != "" {
 		b.WriteString("; " + ae.Reason)
 	}
+	if ae.HolderTTL < 0 {
+		// The library's reason: a key without a TTL never frees by itself.
+		fmt.Fprintf(&b, "; refused by %s with no expiry: not a redlock lock, it stays until deleted", strings.Join(ae.Refused, ", "))
+	}
 	b.WriteString(")")
 	if errs := nodeErrors(ae); len(errs) > 0 {
 		b.WriteString("; " + summarizeNodes(errs))
 	}
 	extra := map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
-	if ae.HolderTTL > 0 {
-		extra["holder_ttl_ms"] = ae.HolderTTL.Milliseconds()
+	if ae.HolderTTL != 0 {
+		extra["holder_ttl_ms"] = ttlMillis(ae.HolderTTL)
 	}
 	if holder != "" {
 		extra["holder_owner"] = holder

@@ -23,6 +23,11 @@ const (
 	exitNotHeld = 5
 	// exitLeaseLost: run lost its lease while COMMAND ran; COMMAND was stopped.
 	exitLeaseLost = 6
+	// exitAccessDenied: enough nodes refused the credentials (a wrong
+	// password or user: WRONGPASS, NOAUTH) or a command (ACL: NOPERM) that
+	// no majority could be reached. Retrying will not help, unlike
+	// exitNoQuorum.
+	exitAccessDenied = 7
 	// exitCannotExec and exitNotFound follow the shell's convention for a
 	// COMMAND that cannot be run (run only).
 	exitCannotExec = 126
@@ -41,6 +46,8 @@ const exitCodeHelp = `Exit codes:
   4      lock busy (held by another token), or --wait ran out
   5      token does not hold the lock (renew, release)
   6      run: the lease was lost while COMMAND ran; COMMAND was stopped
+  7      access denied: a wrong password or user, or an ACL without the needed
+         commands, on too many nodes for a majority
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N
@@ -67,15 +74,16 @@ func (e *cliError) Unwrap() error { return e.err }
 
 // Error kinds, as printed in the "error" field of --json error objects.
 const (
-	kindUsage     = "usage"
-	kindFailure   = "failure"
-	kindNoQuorum  = "no_quorum"
-	kindBusy      = "busy"
-	kindTimeout   = "wait_timeout"
-	kindNotHeld   = "not_held"
-	kindLeaseLost = "lease_lost"
-	kindInterrupt = "interrupted"
-	kindExec      = "cannot_exec"
+	kindUsage        = "usage"
+	kindFailure      = "failure"
+	kindNoQuorum     = "no_quorum"
+	kindAccessDenied = "access_denied"
+	kindBusy         = "busy"
+	kindTimeout      = "wait_timeout"
+	kindNotHeld      = "not_held"
+	kindLeaseLost    = "lease_lost"
+	kindInterrupt    = "interrupted"
+	kindExec         = "cannot_exec"
 )
 
 // usageErrorf returns a usage error (exit 2).

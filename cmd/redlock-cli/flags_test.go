@@ -226,7 +226,7 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		code, stdout, _ := runInProcess(t, nil, args...)
 		require.Equal(t, exitOK, code)
 		require.Contains(t, stdout, "Exit codes:")
-		for _, line := range []string{"2      usage error", "3      cannot reach a majority", "4      lock busy", "5      token does not hold", "6      run: the lease was lost", "128+N  interrupted"} {
+		for _, line := range []string{"2      usage error", "3      cannot reach a majority", "4      lock busy", "5      token does not hold", "6      run: the lease was lost", "7      access denied", "128+N  interrupted"} {
 			require.Contains(t, stdout, line)
 		}
 	}
