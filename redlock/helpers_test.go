@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,12 +81,10 @@ func slowAttempt(err error) bool {
 	if !errors.As(err, &ae) {
 		return false
 	}
-	if ae.Granted+len(ae.Refused)+len(ae.NodeErrors) < ae.Total {
-		return true
-	}
 	for _, ne := range ae.NodeErrors {
 		var terr interface{ Timeout() bool }
-		if errors.Is(ne, context.DeadlineExceeded) || (errors.As(ne, &terr) && terr.Timeout()) {
+		if errors.Is(ne, context.DeadlineExceeded) || (errors.As(ne, &terr) && terr.Timeout()) ||
+			strings.Contains(ne.Error(), "did not answer within") {
 			return true
 		}
 	}

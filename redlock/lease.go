@@ -169,7 +169,9 @@ func (ls *Lease) Release(ctx context.Context) error {
 	case <-ls.done:
 	case <-ctx.Done():
 		l := ls.locker
-		l.bg.Add(1)
+		if !l.enter() {
+			break // Close is waiting: finish here, bounded by NodeCallTimeout
+		}
 		go func() {
 			defer l.bg.Done()
 			<-ls.done
@@ -177,6 +179,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 		}()
 		return fmt.Errorf("redlock: release %q: %w", ls.resource, ctx.Err())
 	}
+	<-ls.done
 	// Released here, in the caller's goroutine, rather than by the renewal
 	// loop: one hand-over fewer on the hot path.
 	return ls.releaseNodes(context.WithoutCancel(ctx))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,6 +176,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		if ae.denied {
 			return nil, err // retrying will not change the credentials
 		}
+
 		if w == nil {
 			w = l.hub.join(key)
 		}
@@ -303,11 +305,6 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 		}
 		return reply[T]{idx: i, val: v, err: err}
 	}
-	if len(idxs) == 1 { // nothing to wait for in parallel
-		out <- call(idxs[0])
-		cancel()
-		return out
-	}
 	left := int32(len(idxs))
 	lastDone := cancel // the last call to finish frees the deadline
 	wg.Add(len(idxs))
@@ -331,9 +328,10 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 	}
-	if l.isClosed() {
+	if !l.enter() {
 		return nil, ErrClosed
 	}
+	defer l.bg.Done()
 	ls := newLease(l, resource, newToken())
 	start := time.Now()
 	validUntil := start.Add(l.cfg.validity())
@@ -354,17 +352,20 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
 	})
 	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: n}
-	var granted []int
+	var granted, answered, unsure []int // unsure: errors, the outcome is unknown
 	counters := make(map[int]fencing.Token, n)
 	var failure error
+	received, timedOut := 0, false
 collect:
-	for received := 0; received < n; {
+	for received < n {
 		select {
 		case r := <-replies:
 			received++
+			answered = append(answered, r.idx)
 			switch {
 			case r.err != nil:
 				ae.NodeErrors = append(ae.NodeErrors, r.err)
+				unsure = append(unsure, r.idx)
 			case r.val.OK:
 				granted = append(granted, r.idx)
 				counters[r.idx] = r.val.Counter
@@ -386,6 +387,7 @@ collect:
 			break collect
 		case <-slow.C:
 			ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
+			timedOut = true
 			break collect
 		}
 	}
@@ -403,8 +405,36 @@ collect:
 	}
 	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(granted), Total: n, Latency: time.Since(start), Err: failure})
 	if failure != nil {
+		if len(granted)+len(unsure) > 0 && !timedOut && ctx.Err() == nil {
+			// Some nodes may hold our lock: let the calls still running
+			// answer (within the attempt's NodeCallTimeout), so that the
+			// clean-up below covers them and a retry does not find our
+			// leftovers. A busy lock (nothing granted) answers at once.
+		drain:
+			for received < n {
+				select {
+				case r := <-replies:
+					received++
+					answered = append(answered, r.idx)
+					if r.err != nil {
+						unsure = append(unsure, r.idx)
+					} else if r.val.OK {
+						granted = append(granted, r.idx)
+					}
+				case <-slow.C:
+					break drain
+				case <-ctx.Done():
+					break drain
+				}
+			}
+		}
 		cancelOp()
-		l.cleanup(ctx, ls)
+		// The caller waits for the nodes that answered and may hold the
+		// lock, not for the others (a paused node never holds it up).
+		select {
+		case <-l.cleanup(ls, append(granted, unsure...), answered):
+		case <-ctx.Done():
+		}
 		return nil, failure
 	}
 
@@ -414,7 +444,7 @@ collect:
 	}
 	if !l.track(ls) {
 		cancelOp()
-		l.cleanup(ctx, ls)
+		<-l.cleanup(ls, append(granted, unsure...), answered)
 		return nil, ErrClosed
 	}
 	// Calls still pending keep running under opCtx; the renewal loop
@@ -497,31 +527,51 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 	return 0, ae.finish()
 }
 
-// cleanup removes a failed attempt's partial grants from every node, after
-// the attempt's own calls have finished so that none can land later. It runs
-// in the background when ctx has ended (the caller wants to go), and waits
-// otherwise, so that a retry never finds its own leftovers.
-func (l *Locker) cleanup(ctx context.Context, ls *Lease) {
+// cleanup removes a failed attempt's partial grants, in the background:
+// at once on the nodes in now (those that granted, or failed with an
+// unknown outcome), and on each node that had not answered once its call
+// has ended, so that no late grant outlives the attempt. Nodes that
+// answered with a refusal hold nothing of ours. The channel it returns is
+// closed when the nodes in now are clean. It must be called while the
+// attempt holds its count in l.bg (enter).
+func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 	ls.cancel(ErrLeaseReleased)
-	run := func() {
+	quick := make(chan struct{})
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		ctx := context.Background() // each call is bounded by NodeCallTimeout
+		if len(now) > 0 {
+			l.releaseOn(ctx, now, ls.key, ls.token, false, false)
+		}
+		close(quick)
+		if len(answered) == len(l.nodes) {
+			return
+		}
 		ls.acquiring.Wait()
-		l.releaseAll(context.WithoutCancel(ctx), ls.key, ls.token, false, false)
-	}
-	if ctx.Err() != nil {
-		l.bg.Add(1)
-		go func() {
-			defer l.bg.Done()
-			run()
-		}()
-		return
-	}
-	run()
+		rest := make([]int, 0, len(l.nodes)-len(answered))
+		for i := range l.nodes {
+			if !slices.Contains(answered, i) {
+				rest = append(rest, i)
+			}
+		}
+		l.releaseOn(ctx, rest, ls.key, ls.token, false, false)
+	}()
+	return quick
 }
 
-func (l *Locker) isClosed() bool {
+// enter registers an operation that may start background work with Close,
+// which waits for it; it reports false once the Locker is closed. The
+// caller calls l.bg.Done when the operation ends, and may start background
+// goroutines (l.bg.Add) until then.
+func (l *Locker) enter() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.closed
+	if l.closed {
+		return false
+	}
+	l.bg.Add(1)
+	return true
 }
 
 // track records a live lease so that Close can release it; it reports false
@@ -597,15 +647,20 @@ func collectAll(replies <-chan reply[bool], n int) tally {
 // other calls finish in the background, bounded by NodeCallTimeout). It
 // returns the tally and the most waiters any node announced the release to.
 func (l *Locker) releaseAll(ctx context.Context, key, token string, announce, early bool) (t tally, listeners int) {
+	return l.releaseOn(ctx, l.allIdxs(), key, token, announce, early)
+}
+
+// releaseOn is releaseAll on the nodes with the given indexes.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, announce, early bool) (t tally, listeners int) {
 	var wg sync.WaitGroup
-	replies := fanout(l, ctx, "release", l.allIdxs(), &wg, func(ctx context.Context, n Node) (int, error) {
+	replies := fanout(l, ctx, "release", idxs, &wg, func(ctx context.Context, n Node) (int, error) {
 		ok, heard, err := n.Release(ctx, key, token, announce)
 		if !ok {
 			return -1, err
 		}
 		return heard, err
 	})
-	for range len(l.nodes) {
+	for range len(idxs) {
 		r := <-replies
 		switch {
 		case r.err != nil:

@@ -25,9 +25,10 @@ func (n hangingRenewNode) Renew(context.Context, string, string, time.Duration) 
 }
 
 // TestLeaseNeverAppearsHeldPastValidity: with one node whose renewal call
-// hangs past the lease (so no goroutine of the Locker can notice the
-// deadline in time), the lease's Context still reports the lease as ended
-// from ValidUntil on.
+// hangs past the lease and ignores its context, the lease's Context still
+// ends, and is never seen alive from ValidUntil on (the renewal does not
+// wait in the call: node calls are always asynchronous, bounded by
+// NodeCallTimeout).
 func TestLeaseNeverAppearsHeldPastValidity(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 1)
 	unblock := make(chan struct{})
@@ -39,7 +40,6 @@ func TestLeaseNeverAppearsHeldPastValidity(t *testing.T) {
 	require.NoError(t, err)
 	requireNeverAlivePastValidity(t, lease, 5*time.Second)
 	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
-	require.False(t, time.Now().Before(lease.ValidUntil()), "ended early: renewal hung, it did not fail")
 	select {
 	case <-lease.Context().Done():
 	default:

@@ -1,0 +1,122 @@
+package redlock_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// hangingAcquireNode is a node whose Acquire blocks, ignoring its context,
+// until the test ends: a paused server behind a client without context
+// deadlines.
+type hangingAcquireNode struct {
+	redlock.Node
+	release <-chan struct{}
+}
+
+func (n hangingAcquireNode) Acquire(context.Context, string, string, string, time.Duration) (redlock.Grant, error) {
+	<-n.release
+	return redlock.Grant{}, context.Canceled
+}
+
+// busyWithOneHangingNode returns a Locker over three nodes: the first hangs
+// on every acquire, the other two hold a foreign lock on resource.
+func busyWithOneHangingNode(t *testing.T, resource string) *redlock.Locker {
+	c := testutil.NewMiniCluster(t, 3)
+	unblock := make(chan struct{})
+	nodes := c.Nodes()
+	nodes[0] = hangingAcquireNode{Node: nodes[0], release: unblock}
+	l := newLocker(t, nodes, redlock.Config{LeaseDuration: 3 * time.Second})
+	t.Cleanup(func() { close(unblock) }) // before the Locker's Close
+	for i := 1; i < 3; i++ {
+		require.NoError(t, c.Set(i, l.Key(resource), foreignLock))
+	}
+	return l
+}
+
+// TestBusyAnswerDoesNotWaitForAHangingNode: the refusals of a majority
+// decide the attempt; the node that does not answer is cleaned up later,
+// in the background, and never holds up the caller.
+func TestBusyAnswerDoesNotWaitForAHangingNode(t *testing.T) {
+	l := busyWithOneHangingNode(t, "busy")
+	start := time.Now()
+	_, err := l.TryAcquire(testutil.Context(t), "busy")
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Less(t, time.Since(start), l.Config().NodeCallTimeout, "the busy answer waited for the hanging node")
+}
+
+// TestAcquireEndsWithItsContextWhenANodeHangs: Acquire on a busy lock
+// returns when its context ends, whatever a node's call is doing.
+func TestAcquireEndsWithItsContextWhenANodeHangs(t *testing.T) {
+	l := busyWithOneHangingNode(t, "busy")
+	const bound = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	start := time.Now()
+	_, err := l.Acquire(ctx, "busy")
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// The node hangs until the test ends; anything near its NodeCallTimeout
+	// (1s) means Acquire waited for it.
+	require.Less(t, took, bound+l.Config().NodeCallTimeout/2, "Acquire overran its context")
+}
+
+// countingNode counts the calls that start after closed is set.
+type countingNode struct {
+	redlock.Node
+	delay  time.Duration
+	closed *atomic.Bool
+	late   *atomic.Int32
+}
+
+func (n countingNode) note() {
+	if n.closed.Load() {
+		n.late.Add(1)
+	}
+}
+
+func (n countingNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
+	n.note()
+	time.Sleep(n.delay)
+	return n.Node.Acquire(ctx, key, token, owner, ttl)
+}
+
+func (n countingNode) Release(ctx context.Context, key, token string, announce bool) (bool, int, error) {
+	n.note()
+	return n.Node.Release(ctx, key, token, announce)
+}
+
+// TestCloseWaitsForAttemptsInFlight: Close called while an attempt is
+// running returns only after that attempt and its clean-up are done; no
+// node call starts after Close has returned.
+func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	var closed atomic.Bool
+	var late atomic.Int32
+	var nodes []redlock.Node
+	for _, n := range c.Nodes() {
+		nodes = append(nodes, countingNode{Node: n, delay: 200 * time.Millisecond, closed: &closed, late: &late})
+	}
+	l, err := redlock.New(nodes, redlock.Config{LeaseDuration: 3 * time.Second})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var acqErr error
+	wg.Go(func() { _, acqErr = l.TryAcquire(testutil.Context(t), "closing") })
+	time.Sleep(50 * time.Millisecond) // the attempt's calls are running
+	require.NoError(t, l.Close())
+	closed.Store(true)
+	wg.Wait()
+	require.ErrorIs(t, acqErr, redlock.ErrClosed)
+	time.Sleep(300 * time.Millisecond) // room for any straggler to show
+	require.Zero(t, late.Load(), "node calls started after Close returned")
+	for i := range 3 {
+		require.False(t, c.Server(i).Exists(l.Key("closing")), "node %d keeps the lock", i)
+	}
+}
