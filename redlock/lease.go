@@ -276,23 +276,17 @@ func (ls *Lease) renewCycle(lossAt time.Time, calls *sync.WaitGroup) (time.Time,
 		replies := fanout(l, ctx, "renew", l.allIdxs(), calls, func(ctx context.Context, node Node) (bool, error) {
 			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
 		})
-		yes, no := 0, 0
-		for received := 0; received < n && yes < l.quorum && no <= n-l.quorum; received++ {
-			select {
-			case r := <-replies:
-				if r.err == nil && r.val {
-					yes++
-				} else if r.err == nil {
-					no++
-				}
-			case <-ctx.Done():
-				return time.Time{}, false
-			}
-		}
+		var votes tally
+		gather(l, ctx, replies, n, func(r reply[bool]) bool {
+			votes.add(r)
+			return votes.decided(l.quorum, n)
+		})
 		switch {
-		case yes >= l.quorum && time.Now().Before(lossAt):
+		case ctx.Err() != nil:
+			return time.Time{}, false
+		case votes.yes >= l.quorum && time.Now().Before(lossAt):
 			return start.Add(l.cfg.validity()), true
-		case no > n-l.quorum:
+		case votes.no > n-l.quorum:
 			return time.Time{}, false // a majority says it is not ours
 		}
 		wait := b.NextBackOff()

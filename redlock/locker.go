@@ -9,7 +9,6 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -283,46 +282,6 @@ func (l *Locker) TryAcquire(ctx context.Context, resource string) (*Lease, error
 	return lease, err
 }
 
-// reply is one node's answer in a fan-out.
-type reply[T any] struct {
-	idx int
-	val T
-	err error
-}
-
-// fanout calls fn on the nodes with the given indexes, in parallel, under
-// one NodeCallTimeout deadline derived from ctx. Replies arrive on the
-// returned channel, which has room for all of them; wg.Done runs after each
-// call. Failed calls are reported to the Observer as op.
-func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) <-chan reply[T] {
-	out := make(chan reply[T], len(idxs))
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
-	call := func(i int) reply[T] {
-		v, err := fn(cctx, l.nodes[i])
-		if err != nil {
-			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
-			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
-		}
-		return reply[T]{idx: i, val: v, err: err}
-	}
-	left := int32(len(idxs))
-	lastDone := cancel // the last call to finish frees the deadline
-	wg.Add(len(idxs))
-	for _, i := range idxs {
-		l.workers.run(func() {
-			defer wg.Done()
-			out <- call(i)
-			if atomic.AddInt32(&left, -1) == 0 {
-				lastDone()
-			}
-		})
-	}
-	return out
-}
-
-// allIdxs returns the indexes of every node (shared; never modified).
-func (l *Locker) allIdxs() []int { return l.all }
-
 // attempt makes one acquisition attempt (docs/design.md §5, §6, §7).
 func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
@@ -341,12 +300,6 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	// after success does not cut short calls still pending; the validity
 	// deadline bounds them, and failure cancels them.
 	opCtx, cancelOp := context.WithDeadline(context.WithoutCancel(ctx), validUntil)
-	// A client that ignores context deadlines must not hold the attempt up
-	// past NodeCallTimeout (which is below the validity): unanswered nodes
-	// then count as failed.
-	slow := time.NewTimer(l.cfg.NodeCallTimeout + time.Millisecond)
-	defer slow.Stop()
-
 	n := len(l.nodes)
 	replies := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
 		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
@@ -355,41 +308,35 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	var granted, answered, unsure []int // unsure: errors, the outcome is unknown
 	counters := make(map[int]fencing.Token, n)
 	var failure error
-	received, timedOut := 0, false
-collect:
-	for received < n {
-		select {
-		case r := <-replies:
-			received++
-			answered = append(answered, r.idx)
-			switch {
-			case r.err != nil:
-				ae.NodeErrors = append(ae.NodeErrors, r.err)
-				unsure = append(unsure, r.idx)
-			case r.val.OK:
-				granted = append(granted, r.idx)
-				counters[r.idx] = r.val.Counter
-			default:
-				refusal := l.nodes[r.idx].Addr()
-				if r.val.Reason != "" {
-					refusal += " (" + r.val.Reason + ")"
-				}
-				ae.Refused = append(ae.Refused, refusal)
-				if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
-					ae.HolderTTL = r.val.HolderTTL
-				}
+	// A client that ignores context deadlines does not hold the attempt up
+	// past NodeCallTimeout (which is below the validity): gather stops, and
+	// the unanswered nodes count as failed.
+	received, timedOut := gather(l, ctx, replies, n, func(r reply[Grant]) bool {
+		answered = append(answered, r.idx)
+		switch {
+		case r.err != nil:
+			ae.NodeErrors = append(ae.NodeErrors, r.err)
+			unsure = append(unsure, r.idx)
+		case r.val.OK:
+			granted = append(granted, r.idx)
+			counters[r.idx] = r.val.Counter
+		default:
+			refusal := l.nodes[r.idx].Addr()
+			if r.val.Reason != "" {
+				refusal += " (" + r.val.Reason + ")"
 			}
-			if len(granted) >= l.quorum || n-(received-len(granted)) < l.quorum {
-				break collect
+			ae.Refused = append(ae.Refused, refusal)
+			if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
+				ae.HolderTTL = r.val.HolderTTL
 			}
-		case <-ctx.Done():
-			failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
-			break collect
-		case <-slow.C:
-			ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
-			timedOut = true
-			break collect
 		}
+		return len(granted) >= l.quorum || n-(len(answered)-len(granted)) < l.quorum
+	})
+	switch {
+	case ctx.Err() != nil:
+		failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
+	case timedOut:
+		ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
 	}
 	ae.Granted = len(granted)
 
@@ -410,23 +357,17 @@ collect:
 			// answer (within the attempt's NodeCallTimeout), so that the
 			// clean-up below covers them and a retry does not find our
 			// leftovers. A busy lock (nothing granted) answers at once.
-		drain:
-			for received < n {
-				select {
-				case r := <-replies:
-					received++
-					answered = append(answered, r.idx)
-					if r.err != nil {
-						unsure = append(unsure, r.idx)
-					} else if r.val.OK {
-						granted = append(granted, r.idx)
-					}
-				case <-slow.C:
-					break drain
-				case <-ctx.Done():
-					break drain
+			dctx, cancel := context.WithDeadline(ctx, start.Add(l.cfg.NodeCallTimeout+time.Millisecond))
+			defer cancel()
+			gather(l, dctx, replies, n-received, func(r reply[Grant]) bool {
+				answered = append(answered, r.idx)
+				if r.err != nil {
+					unsure = append(unsure, r.idx)
+				} else if r.val.OK {
+					granted = append(granted, r.idx)
 				}
-			}
+				return false
+			})
 		}
 		cancelOp()
 		// The caller waits for the nodes that answered and may hold the
@@ -496,34 +437,25 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 		return f, nil
 	}
 
-	expired := time.NewTimer(time.Until(validUntil))
-	defer expired.Stop()
+	// The fence step must end within the validity; opCtx has that deadline.
+	fctx, cancel := context.WithDeadline(ctx, validUntil)
+	defer cancel()
 	replies := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
 		return node.Fence(ctx, ls.key, ls.token, f)
 	})
-	acked := 0
-	for received := 0; received < len(granted); {
-		select {
-		case r := <-replies:
-			received++
-			if r.err != nil {
-				ae.NodeErrors = append(ae.NodeErrors, r.err)
-			} else if r.val {
-				acked++
-			}
-			if acked >= l.quorum {
-				return f, nil
-			}
-			if len(granted)-(received-acked) < l.quorum {
-				received = len(granted)
-			}
-		case <-ctx.Done():
-			return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, ctx.Err())
-		case <-expired.C:
-			received = len(granted)
-		}
+	var t tally
+	gather(l, fctx, replies, len(granted), func(r reply[bool]) bool {
+		t.add(r)
+		return t.yes >= l.quorum || len(granted)-t.no-len(t.errs) < l.quorum
+	})
+	if t.yes >= l.quorum && fctx.Err() == nil {
+		return f, nil
 	}
-	ae.Reason = fmt.Sprintf("fencing token %d confirmed on %d nodes only", f, acked)
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, err)
+	}
+	ae.NodeErrors = append(ae.NodeErrors, t.errs...)
+	ae.Reason = fmt.Sprintf("fencing token %d confirmed on %d nodes only", f, t.yes)
 	return 0, ae.finish()
 }
 
@@ -619,65 +551,6 @@ func (l *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
-// tally counts the answers of a fan-out of yes/no calls.
-type tally struct {
-	yes, no int
-	errs    []error
-}
-
-// collectAll waits for every reply of a yes/no fan-out.
-func collectAll(replies <-chan reply[bool], n int) tally {
-	var t tally
-	for range n {
-		r := <-replies
-		switch {
-		case r.err != nil:
-			t.errs = append(t.errs, r.err)
-		case r.val:
-			t.yes++
-		default:
-			t.no++
-		}
-	}
-	return t
-}
-
-// releaseAll deletes key where token holds it, on every node. It waits for
-// every answer, or with early set only until a majority released it (the
-// other calls finish in the background, bounded by NodeCallTimeout). It
-// returns the tally and the most waiters any node announced the release to.
-func (l *Locker) releaseAll(ctx context.Context, key, token string, announce, early bool) (t tally, listeners int) {
-	return l.releaseOn(ctx, l.allIdxs(), key, token, announce, early)
-}
-
-// releaseOn is releaseAll on the nodes with the given indexes.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, announce, early bool) (t tally, listeners int) {
-	var wg sync.WaitGroup
-	replies := fanout(l, ctx, "release", idxs, &wg, func(ctx context.Context, n Node) (int, error) {
-		ok, heard, err := n.Release(ctx, key, token, announce)
-		if !ok {
-			return -1, err
-		}
-		return heard, err
-	})
-	for range len(idxs) {
-		r := <-replies
-		switch {
-		case r.err != nil:
-			t.errs = append(t.errs, r.err)
-		case r.val >= 0:
-			t.yes++
-			listeners = max(listeners, r.val)
-		default:
-			t.no++
-		}
-		if early && t.yes >= l.quorum {
-			break
-		}
-	}
-	return t, listeners
-}
-
 // Renew extends the lock on resource held by token (from another process,
 // such as a lease printed by redlock-cli acquire) on every node. It succeeds
 // when a majority extended it, and returns the new validity. It fails with
@@ -691,10 +564,9 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 		return time.Time{}, err
 	}
 	start := time.Now()
-	var wg sync.WaitGroup
-	t := collectAll(fanout(l, ctx, "renew", l.allIdxs(), &wg, func(ctx context.Context, n Node) (bool, error) {
+	t := l.yesNo(ctx, "renew", l.allIdxs(), false, func(ctx context.Context, n Node) (bool, error) {
 		return n.Renew(ctx, l.Key(resource), token, l.cfg.LeaseDuration)
-	}), len(l.nodes))
+	})
 	validUntil := start.Add(l.cfg.validity())
 	if err := l.verdict("renew", resource, t); err != nil {
 		return time.Time{}, err
@@ -718,14 +590,4 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	}
 	t, _ := l.releaseAll(ctx, l.Key(resource), token, true, false)
 	return l.verdict("release", resource, t)
-}
-
-func (l *Locker) verdict(op, resource string, t tally) error {
-	switch {
-	case t.yes >= l.quorum:
-		return nil
-	case t.yes+t.no >= l.quorum:
-		return fmt.Errorf("%w: %s %q: token held on %d of %d nodes, %d needed%w", ErrNotHeld, op, resource, t.yes, len(l.nodes), l.quorum, nodeErrors(t.errs))
-	}
-	return fmt.Errorf("%w: %s %q: %d of %d nodes answered, %d needed%w", ErrNoQuorum, op, resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,4 +185,36 @@ func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
 			require.ErrorIs(t, lease.Release(context.Background()), redlock.ErrLeaseLost)
 		})
 	}
+}
+
+// TestQuorumErrorDescribesTheMissingMajority: renew and release by token
+// fail with a *QuorumError whose fields say what happened, wrapping
+// ErrNotHeld when a majority answered and ErrNoQuorum when it did not.
+func TestQuorumErrorDescribesTheMissingMajority(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 5)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
+	ctx := testutil.Context(t)
+	lease, err := l.TryAcquire(ctx, "q")
+	require.NoError(t, err)
+	other := strings.Repeat("ab", 16)
+
+	var qe *redlock.QuorumError
+	err = l.Release(ctx, "q", other)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.ErrorAs(t, err, &qe)
+	require.Equal(t, redlock.QuorumError{Op: "release", Resource: "q", Yes: 0, No: 5, Total: 5, Needed: 3}, *qe)
+
+	c.Kill(0)
+	c.Kill(1)
+	c.Kill(2)
+	_, err = l.Renew(ctx, "q", lease.Token())
+	require.ErrorIs(t, err, redlock.ErrNoQuorum)
+	require.ErrorAs(t, err, &qe)
+	require.Equal(t, "renew", qe.Op)
+	require.Equal(t, 2, qe.Yes)
+	require.Equal(t, 2, qe.Answered())
+	require.Len(t, qe.Nodes, 3)
+	var ne *redlock.NodeError
+	require.ErrorAs(t, qe.Nodes[0], &ne)
+	require.Contains(t, err.Error(), "2 of 5 nodes answered, 3 needed")
 }

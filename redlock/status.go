@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -63,21 +64,33 @@ func (l *Locker) Inspect(ctx context.Context, resource string) (*Status, error) 
 	}
 	key := l.Key(resource)
 	st := &Status{Resource: resource, Nodes: make([]NodeStatus, len(l.nodes))}
-	var wg sync.WaitGroup
-	for i, node := range l.nodes {
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
-			defer cancel()
-			start := time.Now()
-			info, err := node.Inspect(cctx, key)
-			ns := NodeStatus{Addr: node.Addr(), Info: info, RTT: time.Since(start)}
-			if err != nil {
-				ns.Err = &NodeError{Addr: node.Addr(), Err: err}
-			}
-			st.Nodes[i] = ns
-		})
+	type inspected struct {
+		info LockInfo
+		rtt  time.Duration
 	}
-	wg.Wait()
+	var wg sync.WaitGroup
+	replies := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, node Node) (inspected, error) {
+		start := time.Now()
+		info, err := node.Inspect(ctx, key)
+		return inspected{info, time.Since(start)}, err
+	})
+	answered := make([]bool, len(l.nodes))
+	gather(l, ctx, replies, len(l.nodes), func(r reply[inspected]) bool {
+		answered[r.idx] = true
+		ns := NodeStatus{Addr: l.nodes[r.idx].Addr(), Info: r.val.info, RTT: r.val.rtt}
+		ns.Err = r.err // a *NodeError
+		st.Nodes[r.idx] = ns
+		return false
+	})
+	for i, ok := range answered {
+		if !ok { // no answer within NodeCallTimeout, or ctx ended
+			err := ctx.Err()
+			if err == nil {
+				err = fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)
+			}
+			st.Nodes[i] = NodeStatus{Addr: l.nodes[i].Addr(), Err: &NodeError{Addr: l.nodes[i].Addr(), Err: err}}
+		}
+	}
 
 	free := 0
 	byToken := make(map[string]int)

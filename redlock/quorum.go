@@ -1,0 +1,197 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The majority rule, written once. Every operation on the nodes fans out
+// to them in parallel (fanout), reads the answers until its verdict is
+// decided or NodeCallTimeout has passed (gather), and, for the yes/no
+// operations, counts them in a tally whose verdict is the same for all of
+// them: yes from a majority, or a *QuorumError saying which majority was
+// missing (docs/design.md §2).
+
+// reply is one node's answer in a fan-out.
+type reply[T any] struct {
+	idx int
+	val T
+	err error
+}
+
+// fanout calls fn on the nodes with the given indexes, in parallel on the
+// Locker's workers, under one NodeCallTimeout deadline derived from ctx.
+// Replies arrive on the returned channel, which has room for all of them;
+// wg.Done runs after each call. Failed calls are reported to the Observer
+// as op.
+func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) <-chan reply[T] {
+	out := make(chan reply[T], len(idxs))
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
+	call := func(i int) reply[T] {
+		v, err := fn(cctx, l.nodes[i])
+		if err != nil {
+			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
+			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
+		}
+		return reply[T]{idx: i, val: v, err: err}
+	}
+	if len(idxs) == 0 {
+		cancel()
+		return out
+	}
+	left := int32(len(idxs))
+	lastDone := cancel // the last call to finish frees the deadline
+	wg.Add(len(idxs))
+	for _, i := range idxs {
+		l.workers.run(func() {
+			defer wg.Done()
+			out <- call(i)
+			if atomic.AddInt32(&left, -1) == 0 {
+				lastDone()
+			}
+		})
+	}
+	return out
+}
+
+// gather reads up to n replies of a fan-out, passing each to take, until
+// take reports the verdict decided, ctx ends, or NodeCallTimeout has passed
+// since the call (a node whose client ignores its context never holds the
+// caller up). It returns how many replies it read and whether it stopped
+// because time ran out.
+func gather[T any](l *Locker, ctx context.Context, replies <-chan reply[T], n int, take func(reply[T]) (decided bool)) (read int, late bool) {
+	t := time.NewTimer(l.cfg.NodeCallTimeout + time.Millisecond)
+	defer t.Stop()
+	for read < n {
+		select {
+		case r := <-replies:
+			read++
+			if take(r) {
+				return read, false
+			}
+		case <-ctx.Done():
+			return read, false
+		case <-t.C:
+			return read, true
+		}
+	}
+	return read, false
+}
+
+// tally counts the answers of a yes/no operation (renew, release, fence).
+type tally struct {
+	yes, no int
+	errs    []error
+}
+
+// add counts one reply.
+func (t *tally) add(r reply[bool]) {
+	switch {
+	case r.err != nil:
+		t.errs = append(t.errs, r.err)
+	case r.val:
+		t.yes++
+	default:
+		t.no++
+	}
+}
+
+// decided reports whether the answers so far settle the verdict among n
+// nodes: a majority said yes, or so many said no or failed that no
+// majority can.
+func (t *tally) decided(quorum, n int) bool {
+	return t.yes >= quorum || n-t.no-len(t.errs) < quorum
+}
+
+// yesNo runs a yes/no operation on the nodes with the given indexes and
+// tallies the answers: all of them, or with early only until the verdict
+// is decided (the other calls finish on the workers, bounded by
+// NodeCallTimeout). Either way it waits no longer than NodeCallTimeout.
+func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, fn func(context.Context, Node) (bool, error)) tally {
+	var wg sync.WaitGroup
+	var t tally
+	gather(l, ctx, fanout(l, ctx, op, idxs, &wg, fn), len(idxs), func(r reply[bool]) bool {
+		t.add(r)
+		return early && t.decided(l.quorum, len(l.nodes))
+	})
+	return t
+}
+
+// verdict is the outcome of a yes/no operation by token on resource: nil
+// when a majority said yes, a *QuorumError otherwise.
+func (l *Locker) verdict(op, resource string, t tally) error {
+	if t.yes >= l.quorum {
+		return nil
+	}
+	return &QuorumError{Op: op, Resource: resource, Yes: t.yes, No: t.no, Total: len(l.nodes), Needed: l.quorum, Nodes: t.errs}
+}
+
+// releaseAll deletes key where token holds it, on every node, announcing
+// the release when asked. It waits for every answer (within
+// NodeCallTimeout), or with early only until a majority released it. It
+// returns the tally and the most waiters any node announced the release to.
+func (l *Locker) releaseAll(ctx context.Context, key, token string, announce, early bool) (t tally, listeners int) {
+	return l.releaseOn(ctx, l.allIdxs(), key, token, announce, early)
+}
+
+// releaseOn is releaseAll on the nodes with the given indexes.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, announce, early bool) (tally, int) {
+	var heard atomic.Int64
+	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
+		ok, listeners, err := n.Release(ctx, key, token, announce)
+		for {
+			old := heard.Load()
+			if int64(listeners) <= old || heard.CompareAndSwap(old, int64(listeners)) {
+				break
+			}
+		}
+		return ok, err
+	})
+	return t, int(heard.Load())
+}
+
+// allIdxs returns the indexes of every node (shared; never modified).
+func (l *Locker) allIdxs() []int { return l.all }
+
+// QuorumError is the failure of an operation by token (renew, release)
+// that no majority of the nodes confirmed. It wraps ErrNotHeld when a
+// majority answered but fewer than a majority hold the token there, and
+// ErrNoQuorum when no majority answered; and each node's error.
+type QuorumError struct {
+	// Op is the operation: "renew" or "release".
+	Op string
+	// Resource is the resource the operation was on.
+	Resource string
+	// Yes counts the nodes where the token held the lock (and the
+	// operation was applied); No those where it did not.
+	Yes, No int
+	// Total counts all nodes, Needed the majority.
+	Total, Needed int
+	// Nodes holds one *NodeError per node that failed or did not answer in
+	// time.
+	Nodes []error
+}
+
+// Answered returns how many nodes answered.
+func (e *QuorumError) Answered() int { return e.Yes + e.No }
+
+func (e *QuorumError) kind() error {
+	if e.Answered() >= e.Needed {
+		return ErrNotHeld
+	}
+	return ErrNoQuorum
+}
+
+func (e *QuorumError) Error() string {
+	if e.kind() == ErrNotHeld {
+		return fmt.Sprintf("%s: %s %q: token held on %d of %d nodes, %d needed%s", ErrNotHeld, e.Op, e.Resource, e.Yes, e.Total, e.Needed, nodeErrors(e.Nodes).Error())
+	}
+	return fmt.Sprintf("%s: %s %q: %d of %d nodes answered, %d needed%s", ErrNoQuorum, e.Op, e.Resource, e.Answered(), e.Total, e.Needed, nodeErrors(e.Nodes).Error())
+}
+
+// Unwrap returns the sentinel (ErrNotHeld or ErrNoQuorum) and the node
+// errors, for errors.Is and errors.As.
+func (e *QuorumError) Unwrap() []error { return append([]error{e.kind()}, e.Nodes...) }
