@@ -253,7 +253,7 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 	case t.yes+t.no >= l.quorum:
 		err = fmt.Errorf("%w: %q had expired on %d of %d nodes before release", ErrLeaseLost, ls.resource, t.no, len(l.nodes))
 	default:
-		err = fmt.Errorf("%w: release %q: %d of %d nodes answered, %d needed; the lock expires by its TTL%w", ErrNoQuorum, ls.resource, t.yes+t.no, len(l.nodes), l.quorum, nodeErrors(t.errs))
+		err = fmt.Errorf("%w; the lock expires by its TTL", l.verdict("release", ls.resource, t))
 	}
 	if context.Cause(ls.ctx) == ErrLeaseReleased {
 		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: err}))

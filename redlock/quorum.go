@@ -113,10 +113,23 @@ func (t *tally) decided(quorum, n int) bool {
 func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, fn func(context.Context, Node) (bool, error)) tally {
 	var wg sync.WaitGroup
 	var t tally
-	gather(l, ctx, fanout(l, ctx, op, idxs, &wg, fn), len(idxs), func(r reply[bool]) bool {
+	answered := make([]bool, len(l.nodes))
+	_, late := gather(l, ctx, fanout(l, ctx, op, idxs, &wg, fn), len(idxs), func(r reply[bool]) bool {
+		answered[r.idx] = true
 		t.add(r)
 		return early && t.decided(l.quorum, len(l.nodes))
 	})
+	if late || ctx.Err() != nil {
+		why := ctx.Err()
+		if why == nil {
+			why = fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)
+		}
+		for _, i := range idxs {
+			if !answered[i] {
+				t.errs = append(t.errs, &NodeError{Addr: l.nodes[i].Addr(), Err: why})
+			}
+		}
+	}
 	return t
 }
 

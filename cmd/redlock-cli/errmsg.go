@@ -152,9 +152,14 @@ func isAccessDenied(err error) bool {
 	return false
 }
 
-// answeredNodes returns how many of total nodes answered, judging by the node
+// answeredNodes returns how many of total nodes answered: from the
+// *redlock.QuorumError of a renew or release, otherwise judging by the node
 // errors in err.
 func answeredNodes(err error, total int) int {
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		return qe.Answered()
+	}
 	return max(0, total-len(nodeErrors(err)))
 }
 
