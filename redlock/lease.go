@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -46,6 +47,7 @@ type Lease struct {
 	mu            sync.Mutex
 	validUntil    time.Time
 	releaseCalled bool
+	orphaned      bool
 }
 
 func newLease(l *Locker, resource, token string) *Lease {
@@ -151,10 +153,13 @@ func (ls *Lease) lose(latency time.Duration) {
 // Release returns ctx's error and the release completes in the background.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
-	again := ls.releaseCalled
+	again, orphaned := ls.releaseCalled, ls.orphaned
 	ls.releaseCalled = true
 	expired := !time.Now().Before(ls.validUntil)
 	ls.mu.Unlock()
+	if orphaned {
+		return fmt.Errorf("%w: %q was handed over to its TTL; release it by token", ErrLeaseOrphaned, ls.resource)
+	}
 	if again {
 		return fmt.Errorf("%w: %q was already released", ErrLeaseReleased, ls.resource)
 	}
@@ -183,6 +188,27 @@ func (ls *Lease) Release(ctx context.Context) error {
 	// Released here, in the caller's goroutine, rather than by the renewal
 	// loop: one hand-over fewer on the hot path.
 	return ls.releaseNodes(context.WithoutCancel(ctx))
+}
+
+// ErrLeaseOrphaned is the cause of a lease's Context after Orphan, and is
+// wrapped by Release on an orphaned lease.
+var ErrLeaseOrphaned = errors.New("redlock: lease orphaned")
+
+// Orphan stops renewing the lease without releasing it: the lock stays on
+// the nodes until its TTL runs out, or until a release by token
+// (Locker.Release, redlock-cli release) deletes it. This process gives up
+// the lease: its Context ends at once with cause ErrLeaseOrphaned, the
+// Locker forgets it (Close does not release it), and Release fails. Orphan
+// returns once no renewal is running; it does nothing to a lease that has
+// already ended.
+func (ls *Lease) Orphan() {
+	ls.mu.Lock()
+	if !ls.releaseCalled && ls.ctx.Err() == nil {
+		ls.orphaned, ls.releaseCalled = true, true
+		ls.cancel(ErrLeaseOrphaned)
+	}
+	ls.mu.Unlock()
+	<-ls.done
 }
 
 func (ls *Lease) setValidUntil(t time.Time) {

@@ -46,3 +46,34 @@ func TestLeaseNeverAppearsHeldPastValidity(t *testing.T) {
 		t.Fatal("Err reports the loss but Done is open")
 	}
 }
+
+// TestOrphanHandsTheLockToItsTTL: an orphaned lease is no longer renewed
+// nor released by this process (Close included); its lock stays on the
+// nodes, where a release by token still deletes it.
+func TestOrphanHandsTheLockToItsTTL(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 5 * time.Second})
+	require.NoError(t, err)
+	ctx := testutil.Context(t)
+	lease, err := l.TryAcquire(ctx, "handed-over")
+	require.NoError(t, err)
+
+	lease.Orphan()
+	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseOrphaned)
+	require.ErrorIs(t, lease.Release(ctx), redlock.ErrLeaseOrphaned)
+	lease.Orphan() // again: nothing happens
+	require.NoError(t, l.Close())
+	key := l.Key("handed-over")
+	for i := range 3 {
+		require.True(t, c.Server(i).Exists(key), "node %d lost the orphaned lock", i)
+		ttl := c.Server(i).TTL(key)
+		require.Positive(t, ttl)
+		require.LessOrEqual(t, ttl, 5*time.Second)
+	}
+
+	other := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 5 * time.Second})
+	require.NoError(t, other.Release(ctx, "handed-over", lease.Token()))
+	for i := range 3 {
+		require.False(t, c.Server(i).Exists(key))
+	}
+}

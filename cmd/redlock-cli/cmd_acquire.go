@@ -57,11 +57,14 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			if err != nil {
 				return err
 			}
-			defer s.abandon()
+			defer s.close()
 			lease, err := a.lock(ctx, s, resource, wait)
 			if err != nil {
 				return err
 			}
+			// The lock outlives this process: stop renewing it, and keep
+			// Close from releasing it.
+			lease.Orphan()
 			a.printAcquired(s, lease)
 			return nil
 		},

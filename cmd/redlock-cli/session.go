@@ -60,12 +60,6 @@ func (s *session) close() {
 	_ = s.nodes.Close()
 }
 
-// abandon closes the connections but leaves any lease to expire by its TTL
-// (acquire: the lock outlives the process).
-func (s *session) abandon() {
-	_ = s.nodes.Close()
-}
-
 // wallClock converts an instant on this process's monotonic clock to wall
 // time, for printing.
 func wallClock(t time.Time) time.Time {
