@@ -35,9 +35,16 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   atomic.Bool // the loss was declared (and reported) once
-	// done is closed when the renewal loop has stopped, and its node calls
-	// with it (after releasing the lock itself if the lease was lost).
-	done chan struct{}
+	// done is closed when the lease has ended (end): renewal stopped, its
+	// node calls and the acquisition's finished, and the lock released on
+	// the nodes unless the lease was orphaned. releaseErr is that release's
+	// outcome.
+	done       chan struct{}
+	releaseErr error
+	// timer runs the next renewal (tick); calls counts renewal calls still
+	// running, waited for only when the lease ends.
+	timer *time.Timer
+	calls sync.WaitGroup
 
 	// acquiring counts the acquisition's node calls still running; the lock
 	// is released only after they finish, so no late grant can outlive it.
@@ -48,6 +55,7 @@ type Lease struct {
 	validUntil    time.Time
 	releaseCalled bool
 	orphaned      bool
+	ending        bool // Release, Orphan or a loss decided that the lease ends
 }
 
 func newLease(l *Locker, resource, token string) *Lease {
@@ -113,8 +121,8 @@ func (ls *Lease) ValidUntil() time.Time {
 // its Err, Done and Value methods first compares the monotonic clock with
 // ValidUntil and ends the context if the lease has run out, so the answer
 // is right even when this process was starved of CPU and its renewal has
-// not run yet. A goroutine already blocked on Done is woken by the renewal
-// loop, which declares the loss a tenth of the validity before ValidUntil.
+// not run yet. A goroutine already blocked on Done is woken by the renewal,
+// which declares the loss a tenth of the validity before ValidUntil.
 func (ls *Lease) Context() context.Context { return leaseCtx{ls.ctx, ls} }
 
 // leaseCtx is the context a Lease hands out: its cancel context, checked
@@ -156,6 +164,11 @@ func (ls *Lease) Release(ctx context.Context) error {
 	again, orphaned := ls.releaseCalled, ls.orphaned
 	ls.releaseCalled = true
 	expired := !time.Now().Before(ls.validUntil)
+	owner := false
+	if !again {
+		ls.ending = true
+		owner = ls.timer.Stop() // no renewal running: this goroutine ends the lease
+	}
 	ls.mu.Unlock()
 	if orphaned {
 		return fmt.Errorf("%w: %q was handed over to its TTL; release it by token", ErrLeaseOrphaned, ls.resource)
@@ -167,27 +180,20 @@ func (ls *Lease) Release(ctx context.Context) error {
 		ls.lose(0)
 	}
 	ls.cancel(ErrLeaseReleased) // no effect if the lease was lost first
+	if owner {
+		ls.end() // in the caller's goroutine: no hand-over on the hot path
+	} else {
+		// A renewal is running; it sees the lease ending and ends it.
+		select {
+		case <-ls.done:
+		case <-ctx.Done():
+			return fmt.Errorf("redlock: release %q: %w (it completes in the background)", ls.resource, ctx.Err())
+		}
+	}
 	if context.Cause(ls.ctx) == ErrLeaseLost {
 		return fmt.Errorf("%w: %q was lost before Release", ErrLeaseLost, ls.resource)
 	}
-	select {
-	case <-ls.done:
-	case <-ctx.Done():
-		l := ls.locker
-		if !l.enter() {
-			break // Close is waiting: finish here, bounded by NodeCallTimeout
-		}
-		go func() {
-			defer l.bg.Done()
-			<-ls.done
-			_ = ls.releaseNodes(context.WithoutCancel(ctx))
-		}()
-		return fmt.Errorf("redlock: release %q: %w", ls.resource, ctx.Err())
-	}
-	<-ls.done
-	// Released here, in the caller's goroutine, rather than by the renewal
-	// loop: one hand-over fewer on the hot path.
-	return ls.releaseNodes(context.WithoutCancel(ctx))
+	return ls.releaseErr
 }
 
 // ErrLeaseOrphaned is the cause of a lease's Context after Orphan, and is
@@ -203,11 +209,16 @@ var ErrLeaseOrphaned = errors.New("redlock: lease orphaned")
 // already ended.
 func (ls *Lease) Orphan() {
 	ls.mu.Lock()
+	owner := false
 	if !ls.releaseCalled && ls.ctx.Err() == nil {
-		ls.orphaned, ls.releaseCalled = true, true
+		ls.orphaned, ls.releaseCalled, ls.ending = true, true, true
 		ls.cancel(ErrLeaseOrphaned)
+		owner = ls.timer.Stop()
 	}
 	ls.mu.Unlock()
+	if owner {
+		ls.end()
+	}
 	<-ls.done
 }
 
@@ -215,50 +226,6 @@ func (ls *Lease) setValidUntil(t time.Time) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.validUntil = t
-}
-
-// lossGuard is how long before ValidUntil a lease whose renewal is failing
-// is declared lost, so that Context ends strictly before the lock can
-// expire on the nodes despite timer and scheduling delays.
-func lossGuard(validity time.Duration) time.Duration {
-	return max(time.Millisecond, validity/10)
-}
-
-// renewLoop renews the lease with a third of its validity left, until the
-// lease is released or lost; then it releases the lock on every node.
-func (ls *Lease) renewLoop() {
-	l := ls.locker
-	defer l.bg.Done()
-	defer close(ls.done)
-	defer l.forget(ls)
-
-	validity := l.cfg.validity()
-	// calls counts renewal calls still running; only this goroutine adds to
-	// it and waits for it, and it waits only on the way out, so a slow call
-	// never delays the next renewal or the detection of a loss.
-	var calls sync.WaitGroup
-	for ls.ctx.Err() == nil {
-		validUntil := ls.ValidUntil()
-		t := time.NewTimer(time.Until(validUntil.Add(-validity / 3)))
-		select {
-		case <-ls.ctx.Done():
-			t.Stop()
-		case <-t.C:
-			start := time.Now()
-			if next, ok := ls.renewCycle(validUntil.Add(-lossGuard(validity)), &calls); ok {
-				ls.setValidUntil(next)
-				l.emit(ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start)}))
-			} else {
-				ls.lose(time.Since(start))
-			}
-		}
-	}
-	calls.Wait()
-	ls.acquiring.Wait()
-	ls.cancelAcquire()
-	if context.Cause(ls.ctx) == ErrLeaseLost {
-		_ = ls.releaseNodes(context.Background())
-	}
 }
 
 // releaseNodes deletes the lock on every node, announcing it to waiters,
@@ -285,46 +252,4 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: err}))
 	}
 	return err
-}
-
-// renewCycle tries to renew the lease on a majority before lossAt, retrying
-// with backoff. It reports the new validity and whether it succeeded; calls
-// it leaves running are counted in calls.
-func (ls *Lease) renewCycle(lossAt time.Time, calls *sync.WaitGroup) (time.Time, bool) {
-	l := ls.locker
-	ctx, cancel := context.WithDeadline(ls.ctx, lossAt)
-	defer cancel()
-	b := l.cfg.NewBackOff()
-	b.Reset()
-	n := len(l.nodes)
-	for {
-		start := time.Now()
-		replies := fanout(l, ctx, "renew", l.allIdxs(), calls, func(ctx context.Context, node Node) (bool, error) {
-			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
-		})
-		var votes tally
-		gather(l, ctx, replies, n, func(r reply[bool]) bool {
-			votes.add(r)
-			return votes.decided(l.quorum, n)
-		})
-		switch {
-		case ctx.Err() != nil:
-			return time.Time{}, false
-		case votes.yes >= l.quorum && time.Now().Before(lossAt):
-			return start.Add(l.cfg.validity()), true
-		case votes.no > n-l.quorum:
-			return time.Time{}, false // a majority says it is not ours
-		}
-		wait := b.NextBackOff()
-		if wait < 0 {
-			return time.Time{}, false
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return time.Time{}, false
-		case <-t.C:
-		}
-	}
 }

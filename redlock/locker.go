@@ -34,8 +34,8 @@ type Locker struct {
 	// yields holds, per lock key this Locker released while others were
 	// waiting, until when its own next Acquire of that key stands back.
 	yields map[string]time.Time
-	// bg counts background goroutines (renewal loops, clean-ups); Close
-	// waits for them.
+	// bg counts what Close waits for: attempts in flight, their clean-ups,
+	// and leases until they end.
 	bg      sync.WaitGroup
 	hub     waitHub
 	workers *workers
@@ -388,11 +388,11 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 		<-l.cleanup(ls, append(granted, unsure...), answered)
 		return nil, ErrClosed
 	}
-	// Calls still pending keep running under opCtx; the renewal loop
-	// cancels it once they are done.
+	// Calls still pending keep running under opCtx; the lease cancels it
+	// when it ends, once they are done.
 	ls.cancelAcquire = cancelOp
-	l.bg.Add(1)
-	go ls.renewLoop()
+	l.bg.Add(1) // until the lease ends
+	ls.start()
 	return ls, nil
 }
 

@@ -1,0 +1,124 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// A lease's lifecycle has one owner at a time and no goroutine of its own:
+// a timer runs each renewal (tick) with a third of the validity left, and
+// whoever decides that the lease ends — Release, Orphan, or a renewal that
+// failed — ends it (end) in its own goroutine. Release and Orphan own the
+// end when they stop the timer before it fires; otherwise the renewal
+// running at that moment sees the lease ending and ends it itself. A lease
+// holds one count in its Locker's bg from its grant until end, so Close
+// waits for every lease to end.
+
+// start schedules the first renewal of a lease just granted.
+func (ls *Lease) start() {
+	ls.mu.Lock() // tick reads timer under mu: it may fire before the assignment
+	defer ls.mu.Unlock()
+	ls.timer = time.AfterFunc(time.Until(ls.validUntil.Add(-ls.locker.cfg.validity()/3)), ls.tick)
+}
+
+// lossGuard is how long before ValidUntil a lease whose renewal is failing
+// is declared lost, so that Context ends strictly before the lock can
+// expire on the nodes despite timer and scheduling delays.
+func lossGuard(validity time.Duration) time.Duration {
+	return max(time.Millisecond, validity/10)
+}
+
+// tick renews the lease, on the timer's goroutine, and schedules the next
+// renewal; when the lease is ending (released, orphaned, lost) it ends it.
+func (ls *Lease) tick() {
+	l := ls.locker
+	if !ls.ended() {
+		start := time.Now()
+		validUntil := ls.ValidUntil()
+		if next, ok := ls.renewCycle(validUntil.Add(-lossGuard(l.cfg.validity()))); ok {
+			ls.setValidUntil(next)
+			l.emit(ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start)}))
+		} else {
+			ls.lose(time.Since(start))
+		}
+		ls.mu.Lock()
+		if !ls.ending && ls.ctx.Err() == nil {
+			ls.timer.Reset(time.Until(ls.validUntil.Add(-l.cfg.validity() / 3)))
+			ls.mu.Unlock()
+			return
+		}
+		ls.ending = true
+		ls.mu.Unlock()
+	}
+	ls.end()
+}
+
+// ended marks the lease as ending if its Context has ended, and reports
+// whether it is ending.
+func (ls *Lease) ended() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ctx.Err() != nil {
+		ls.ending = true
+	}
+	return ls.ending
+}
+
+// end finishes the lease, once, in its owner's goroutine: it waits for the
+// renewal and acquisition calls still running (so that none lands after),
+// releases the lock on the nodes unless the lease was orphaned (recording
+// the outcome in releaseErr), and lets the Locker forget it.
+func (ls *Lease) end() {
+	l := ls.locker
+	ls.calls.Wait()
+	ls.acquiring.Wait()
+	ls.cancelAcquire()
+	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
+		ls.releaseErr = ls.releaseNodes(context.Background())
+	}
+	l.forget(ls)
+	close(ls.done)
+	l.bg.Done()
+}
+
+// renewCycle tries to renew the lease on a majority before lossAt, retrying
+// with backoff. It reports the new validity and whether it succeeded; calls
+// it leaves running are counted in ls.calls.
+func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
+	l := ls.locker
+	ctx, cancel := context.WithDeadline(ls.ctx, lossAt)
+	defer cancel()
+	b := l.cfg.NewBackOff()
+	b.Reset()
+	n := len(l.nodes)
+	for {
+		start := time.Now()
+		replies := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, node Node) (bool, error) {
+			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
+		})
+		var votes tally
+		gather(l, ctx, replies, n, func(r reply[bool]) bool {
+			votes.add(r)
+			return votes.decided(l.quorum, n)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return time.Time{}, false
+		case votes.yes >= l.quorum && time.Now().Before(lossAt):
+			return start.Add(l.cfg.validity()), true
+		case votes.no > n-l.quorum:
+			return time.Time{}, false // a majority says it is not ours
+		}
+		wait := b.NextBackOff()
+		if wait < 0 {
+			return time.Time{}, false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return time.Time{}, false
+		case <-t.C:
+		}
+	}
+}
