@@ -48,8 +48,7 @@ type Lease struct {
 
 	// acquiring counts the acquisition's node calls still running; the lock
 	// is released only after they finish, so no late grant can outlive it.
-	acquiring     sync.WaitGroup
-	cancelAcquire context.CancelFunc
+	acquiring sync.WaitGroup
 
 	mu            sync.Mutex
 	validUntil    time.Time

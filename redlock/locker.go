@@ -297,11 +297,12 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	ls.validUntil = validUntil
 
 	// Node calls run on their own context so that the caller's cancellation
-	// after success does not cut short calls still pending; the validity
-	// deadline bounds them, and failure cancels them.
-	opCtx, cancelOp := context.WithDeadline(context.WithoutCancel(ctx), validUntil)
+	// after success does not cut short calls still pending; each fan-out
+	// bounds them by NodeCallTimeout, which is below the validity.
+	opCtx := context.WithoutCancel(ctx)
+
 	n := len(l.nodes)
-	replies := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
+	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
 		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
 	})
 	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: n}
@@ -311,7 +312,7 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	// A client that ignores context deadlines does not hold the attempt up
 	// past NodeCallTimeout (which is below the validity): gather stops, and
 	// the unanswered nodes count as failed.
-	received, timedOut := gather(l, ctx, replies, n, func(r reply[Grant]) bool {
+	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[Grant]) bool {
 		answered = append(answered, r.idx)
 		switch {
 		case r.err != nil:
@@ -357,9 +358,7 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 			// answer (within the attempt's NodeCallTimeout), so that the
 			// clean-up below covers them and a retry does not find our
 			// leftovers. A busy lock (nothing granted) answers at once.
-			dctx, cancel := context.WithDeadline(ctx, start.Add(l.cfg.NodeCallTimeout+time.Millisecond))
-			defer cancel()
-			gather(l, dctx, replies, n-received, func(r reply[Grant]) bool {
+			gather(ctx, replies, deadline, n-received, func(r reply[Grant]) bool {
 				answered = append(answered, r.idx)
 				if r.err != nil {
 					unsure = append(unsure, r.idx)
@@ -369,7 +368,6 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 				return false
 			})
 		}
-		cancelOp()
 		// The caller waits for the nodes that answered and may hold the
 		// lock, not for the others (a paused node never holds it up).
 		select {
@@ -384,13 +382,11 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 		ls.granted = append(ls.granted, l.nodes[i].Addr())
 	}
 	if !l.track(ls) {
-		cancelOp()
 		<-l.cleanup(ls, append(granted, unsure...), answered)
 		return nil, ErrClosed
 	}
-	// Calls still pending keep running under opCtx; the lease cancels it
-	// when it ends, once they are done.
-	ls.cancelAcquire = cancelOp
+	// Calls still pending keep running (bounded by NodeCallTimeout); the
+	// lease waits for them when it ends.
 	l.bg.Add(1) // until the lease ends
 	ls.start()
 	return ls, nil
@@ -437,14 +433,14 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 		return f, nil
 	}
 
-	// The fence step must end within the validity; opCtx has that deadline.
+	// The fence step must end within the validity.
 	fctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
-	replies := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
+	replies, deadline := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
 		return node.Fence(ctx, ls.key, ls.token, f)
 	})
 	var t tally
-	gather(l, fctx, replies, len(granted), func(r reply[bool]) bool {
+	gather(fctx, replies, deadline, len(granted), func(r reply[bool]) bool {
 		t.add(r)
 		return t.yes >= l.quorum || len(granted)-t.no-len(t.errs) < l.quorum
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // The majority rule, written once. Every operation on the nodes fans out
@@ -25,9 +24,10 @@ type reply[T any] struct {
 // fanout calls fn on the nodes with the given indexes, in parallel on the
 // Locker's workers, under one NodeCallTimeout deadline derived from ctx.
 // Replies arrive on the returned channel, which has room for all of them;
-// wg.Done runs after each call. Failed calls are reported to the Observer
-// as op.
-func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) <-chan reply[T] {
+// wg.Done runs after each call. The second channel closes when the deadline
+// passes or every call has finished (then every reply is in the channel).
+// Failed calls are reported to the Observer as op.
+func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) (<-chan reply[T], <-chan struct{}) {
 	out := make(chan reply[T], len(idxs))
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
 	call := func(i int) reply[T] {
@@ -40,7 +40,7 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	}
 	if len(idxs) == 0 {
 		cancel()
-		return out
+		return out, cctx.Done()
 	}
 	left := int32(len(idxs))
 	lastDone := cancel // the last call to finish frees the deadline
@@ -54,17 +54,15 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 			}
 		})
 	}
-	return out
+	return out, cctx.Done()
 }
 
 // gather reads up to n replies of a fan-out, passing each to take, until
-// take reports the verdict decided, ctx ends, or NodeCallTimeout has passed
-// since the call (a node whose client ignores its context never holds the
-// caller up). It returns how many replies it read and whether it stopped
-// because time ran out.
-func gather[T any](l *Locker, ctx context.Context, replies <-chan reply[T], n int, take func(reply[T]) (decided bool)) (read int, late bool) {
-	t := time.NewTimer(l.cfg.NodeCallTimeout + time.Millisecond)
-	defer t.Stop()
+// take reports the verdict decided, ctx ends, or the fan-out's deadline
+// (NodeCallTimeout) has passed: a node whose client ignores its context
+// never holds the caller up. It returns how many replies it read and
+// whether it stopped because time ran out.
+func gather[T any](ctx context.Context, replies <-chan reply[T], deadline <-chan struct{}, n int, take func(reply[T]) (decided bool)) (read int, late bool) {
 	for read < n {
 		select {
 		case r := <-replies:
@@ -74,8 +72,20 @@ func gather[T any](l *Locker, ctx context.Context, replies <-chan reply[T], n in
 			}
 		case <-ctx.Done():
 			return read, false
-		case <-t.C:
-			return read, true
+		case <-deadline:
+			// Time is up, or every call finished and its reply is waiting.
+			for read < n {
+				select {
+				case r := <-replies:
+					read++
+					if take(r) {
+						return read, false
+					}
+				default:
+					return read, true
+				}
+			}
+			return read, false
 		}
 	}
 	return read, false
@@ -114,7 +124,8 @@ func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, f
 	var wg sync.WaitGroup
 	var t tally
 	answered := make([]bool, len(l.nodes))
-	_, late := gather(l, ctx, fanout(l, ctx, op, idxs, &wg, fn), len(idxs), func(r reply[bool]) bool {
+	replies, deadline := fanout(l, ctx, op, idxs, &wg, fn)
+	_, late := gather(ctx, replies, deadline, len(idxs), func(r reply[bool]) bool {
 		answered[r.idx] = true
 		t.add(r)
 		return early && t.decided(l.quorum, len(l.nodes))

@@ -72,7 +72,6 @@ func (ls *Lease) end() {
 	l := ls.locker
 	ls.calls.Wait()
 	ls.acquiring.Wait()
-	ls.cancelAcquire()
 	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
 		ls.releaseErr = ls.releaseNodes(context.Background())
 	}
@@ -93,11 +92,11 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 	n := len(l.nodes)
 	for {
 		start := time.Now()
-		replies := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, node Node) (bool, error) {
+		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, node Node) (bool, error) {
 			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
 		})
 		var votes tally
-		gather(l, ctx, replies, n, func(r reply[bool]) bool {
+		gather(ctx, replies, deadline, n, func(r reply[bool]) bool {
 			votes.add(r)
 			return votes.decided(l.quorum, n)
 		})

@@ -69,13 +69,13 @@ func (l *Locker) Inspect(ctx context.Context, resource string) (*Status, error) 
 		rtt  time.Duration
 	}
 	var wg sync.WaitGroup
-	replies := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, node Node) (inspected, error) {
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, node Node) (inspected, error) {
 		start := time.Now()
 		info, err := node.Inspect(ctx, key)
 		return inspected{info, time.Since(start)}, err
 	})
 	answered := make([]bool, len(l.nodes))
-	gather(l, ctx, replies, len(l.nodes), func(r reply[inspected]) bool {
+	gather(ctx, replies, deadline, len(l.nodes), func(r reply[inspected]) bool {
 		answered[r.idx] = true
 		ns := NodeStatus{Addr: l.nodes[r.idx].Addr(), Info: r.val.info, RTT: r.val.rtt}
 		ns.Err = r.err // a *NodeError
