@@ -1,0 +1,216 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
+)
+
+// attempt makes one acquisition attempt (docs/design.md §5, §6, §7).
+func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+	}
+	if !l.enter() {
+		return nil, ErrClosed
+	}
+	defer l.bg.Done()
+	ls := newLease(l, resource, newToken())
+	start := time.Now()
+	validUntil := start.Add(l.cfg.validity())
+	ls.validUntil = validUntil
+
+	// Node calls run on their own context so that the caller's cancellation
+	// after success does not cut short calls still pending; each fan-out
+	// bounds them by NodeCallTimeout, which is below the validity.
+	opCtx := context.WithoutCancel(ctx)
+
+	n := len(l.nodes)
+	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
+		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
+	})
+	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: n}
+	var granted, answered, unsure []int // unsure: errors, the outcome is unknown
+	counters := make(map[int]fencing.Token, n)
+	var failure error
+	// A client that ignores context deadlines does not hold the attempt up
+	// past NodeCallTimeout (which is below the validity): gather stops, and
+	// the unanswered nodes count as failed.
+	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[Grant]) bool {
+		answered = append(answered, r.idx)
+		switch {
+		case r.err != nil:
+			ae.NodeErrors = append(ae.NodeErrors, r.err)
+			unsure = append(unsure, r.idx)
+		case r.val.OK:
+			granted = append(granted, r.idx)
+			counters[r.idx] = r.val.Counter
+		default:
+			refusal := l.nodes[r.idx].Addr()
+			if r.val.Reason != "" {
+				refusal += " (" + r.val.Reason + ")"
+			}
+			ae.Refused = append(ae.Refused, refusal)
+			if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
+				ae.HolderTTL = r.val.HolderTTL
+			}
+		}
+		return len(granted) >= l.quorum || n-(len(answered)-len(granted)) < l.quorum
+	})
+	switch {
+	case ctx.Err() != nil:
+		failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
+	case timedOut:
+		ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
+	}
+	ae.Granted = len(granted)
+
+	var fence fencing.Token
+	if failure == nil && ae.Reason == "" && len(granted) >= l.quorum {
+		fence, failure = ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
+	} else if failure == nil {
+		failure = ae.finish()
+	}
+	if failure == nil && !time.Now().Before(validUntil) {
+		ae.Reason = "validity elapsed during the attempt"
+		failure = ae.finish()
+	}
+	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(granted), Total: n, Latency: time.Since(start), Err: failure})
+	if failure != nil {
+		if len(granted)+len(unsure) > 0 && !timedOut && ctx.Err() == nil {
+			// Some nodes may hold our lock: let the calls still running
+			// answer (within the attempt's NodeCallTimeout), so that the
+			// clean-up below covers them and a retry does not find our
+			// leftovers. A busy lock (nothing granted) answers at once.
+			gather(ctx, replies, deadline, n-received, func(r reply[Grant]) bool {
+				answered = append(answered, r.idx)
+				if r.err != nil {
+					unsure = append(unsure, r.idx)
+				} else if r.val.OK {
+					granted = append(granted, r.idx)
+				}
+				return false
+			})
+		}
+		// The caller waits for the nodes that answered and may hold the
+		// lock, not for the others (a paused node never holds it up).
+		select {
+		case <-l.cleanup(ls, append(granted, unsure...), answered):
+		case <-ctx.Done():
+		}
+		return nil, failure
+	}
+
+	ls.fence = fence
+	for _, i := range granted {
+		ls.granted = append(ls.granted, l.nodes[i].Addr())
+	}
+	if !l.track(ls) {
+		<-l.cleanup(ls, append(granted, unsure...), answered)
+		return nil, ErrClosed
+	}
+	// Calls still pending keep running (bounded by NodeCallTimeout); the
+	// lease waits for them when it ends.
+	l.bg.Add(1) // until the lease ends
+	ls.start()
+	return ls, nil
+}
+
+// finish picks the sentinel for a failed attempt: ErrNotAcquired when the
+// refusals alone rule out a majority (the lock is busy) or time ran out,
+// else ErrNoQuorum (node failures stood in the way).
+func (e *AcquireError) finish() error {
+	e.kind = ErrNotAcquired
+	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
+		e.kind = ErrNoQuorum
+		denied := 0
+		for _, err := range e.NodeErrors {
+			if isAuthError(err) {
+				denied++
+			}
+		}
+		if denied > e.Total-e.Needed {
+			e.denied = true
+			e.Reason = "access denied by a majority of nodes: check the user, password and ACL"
+		}
+	}
+	return e
+}
+
+// confirmFence computes the lease's fencing token from the granting nodes'
+// counters (docs/design.md §6): the maximum F is usable at once when a
+// majority returned exactly F, and otherwise only after a majority of nodes
+// where the lock stands acknowledged raising their counter to F.
+func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters map[int]fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
+	l := ls.locker
+	var f fencing.Token
+	for _, i := range granted {
+		f = max(f, counters[i])
+	}
+	agree := 0
+	for _, i := range granted {
+		if counters[i] == f {
+			agree++
+		}
+	}
+	if agree >= l.quorum {
+		return f, nil
+	}
+
+	// The fence step must end within the validity.
+	fctx, cancel := context.WithDeadline(ctx, validUntil)
+	defer cancel()
+	replies, deadline := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
+		return node.Fence(ctx, ls.key, ls.token, f)
+	})
+	var t tally
+	gather(fctx, replies, deadline, len(granted), func(r reply[bool]) bool {
+		t.add(r)
+		return t.yes >= l.quorum || len(granted)-t.no-len(t.errs) < l.quorum
+	})
+	if t.yes >= l.quorum && fctx.Err() == nil {
+		return f, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, err)
+	}
+	ae.NodeErrors = append(ae.NodeErrors, t.errs...)
+	ae.Reason = fmt.Sprintf("fencing token %d confirmed on %d nodes only", f, t.yes)
+	return 0, ae.finish()
+}
+
+// cleanup removes a failed attempt's partial grants, in the background:
+// at once on the nodes in now (those that granted, or failed with an
+// unknown outcome), and on each node that had not answered once its call
+// has ended, so that no late grant outlives the attempt. Nodes that
+// answered with a refusal hold nothing of ours. The channel it returns is
+// closed when the nodes in now are clean. It must be called while the
+// attempt holds its count in l.bg (enter).
+func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
+	ls.cancel(ErrLeaseReleased)
+	quick := make(chan struct{})
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		ctx := context.Background() // each call is bounded by NodeCallTimeout
+		if len(now) > 0 {
+			l.releaseOn(ctx, now, ls.key, ls.token, false, false)
+		}
+		close(quick)
+		if len(answered) == len(l.nodes) {
+			return
+		}
+		ls.acquiring.Wait()
+		rest := make([]int, 0, len(l.nodes)-len(answered))
+		for i := range l.nodes {
+			if !slices.Contains(answered, i) {
+				rest = append(rest, i)
+			}
+		}
+		l.releaseOn(ctx, rest, ls.key, ls.token, false, false)
+	}()
+	return quick
+}
