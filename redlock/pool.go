@@ -14,7 +14,7 @@ const workerIdle = 10 * time.Second
 // Workers beyond the ones in use exit after workerIdle, and all of them at
 // stop.
 type workers struct {
-	jobs chan func()
+	jobs chan job
 	quit chan struct{}
 	wg   sync.WaitGroup
 
@@ -22,35 +22,43 @@ type workers struct {
 	stopped bool
 }
 
-func newWorkers() *workers {
-	return &workers{jobs: make(chan func()), quit: make(chan struct{})}
+// job is one call: fn(arg). One fn serves every node of a fan-out, so
+// that a fan-out allocates one closure, not one per node.
+type job struct {
+	fn  func(int)
+	arg int
 }
 
-// run starts job on an idle worker, or on a new one if none is idle. After
-// stop, it runs job on a goroutine of its own.
-func (w *workers) run(job func()) {
+func newWorkers() *workers {
+	return &workers{jobs: make(chan job), quit: make(chan struct{})}
+}
+
+// run starts fn(arg) on an idle worker, or on a new one if none is idle.
+// After stop, it runs it on a goroutine of its own.
+func (w *workers) run(fn func(int), arg int) {
+	j := job{fn, arg}
 	select {
-	case w.jobs <- job:
+	case w.jobs <- j:
 		return
 	default:
 	}
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
-		go job()
+		go fn(arg)
 		return
 	}
 	w.wg.Add(1)
 	w.mu.Unlock()
-	go w.work(job)
+	go w.work(j)
 }
 
-func (w *workers) work(job func()) {
+func (w *workers) work(job job) {
 	defer w.wg.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		job()
+		job.fn(job.arg)
 		idle.Reset(workerIdle)
 		select {
 		case job = <-w.jobs:

@@ -30,14 +30,6 @@ type reply[T any] struct {
 func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) (<-chan reply[T], <-chan struct{}) {
 	out := make(chan reply[T], len(idxs))
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
-	call := func(i int) reply[T] {
-		v, err := fn(cctx, l.nodes[i])
-		if err != nil {
-			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
-			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
-		}
-		return reply[T]{idx: i, val: v, err: err}
-	}
 	if len(idxs) == 0 {
 		cancel()
 		return out, cctx.Done()
@@ -45,14 +37,20 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	left := int32(len(idxs))
 	lastDone := cancel // the last call to finish frees the deadline
 	wg.Add(len(idxs))
+	call := func(i int) {
+		defer wg.Done()
+		v, err := fn(cctx, l.nodes[i])
+		if err != nil {
+			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
+			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
+		}
+		out <- reply[T]{idx: i, val: v, err: err}
+		if atomic.AddInt32(&left, -1) == 0 {
+			lastDone()
+		}
+	}
 	for _, i := range idxs {
-		l.workers.run(func() {
-			defer wg.Done()
-			out <- call(i)
-			if atomic.AddInt32(&left, -1) == 0 {
-				lastDone()
-			}
-		})
+		l.workers.run(call, i)
 	}
 	return out, cctx.Done()
 }
