@@ -32,34 +32,19 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
 		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
 	})
-	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: n}
-	var granted, answered, unsure []int // unsure: errors, the outcome is unknown
-	counters := make(map[int]fencing.Token, n)
+	// One allocation for the attempt's bookkeeping: the closure below
+	// captures only v.
+	v := &tallyAcquire{ae: AcquireError{Resource: resource, Needed: l.quorum, Total: n}}
+	v.init(n)
+	ae := &v.ae
 	var failure error
 	// A client that ignores context deadlines does not hold the attempt up
 	// past NodeCallTimeout (which is below the validity): gather stops, and
 	// the unanswered nodes count as failed.
 	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[Grant]) bool {
-		answered = append(answered, r.idx)
-		switch {
-		case r.err != nil:
-			ae.NodeErrors = append(ae.NodeErrors, r.err)
-			unsure = append(unsure, r.idx)
-		case r.val.OK:
-			granted = append(granted, r.idx)
-			counters[r.idx] = r.val.Counter
-		default:
-			refusal := l.nodes[r.idx].Addr()
-			if r.val.Reason != "" {
-				refusal += " (" + r.val.Reason + ")"
-			}
-			ae.Refused = append(ae.Refused, refusal)
-			if r.val.HolderTTL < 0 || (ae.HolderTTL >= 0 && r.val.HolderTTL > ae.HolderTTL) {
-				ae.HolderTTL = r.val.HolderTTL
-			}
-		}
-		return len(granted) >= l.quorum || n-(len(answered)-len(granted)) < l.quorum
+		return v.add(l, r)
 	})
+	granted, counters := v.granted, v.counters
 	switch {
 	case ctx.Err() != nil:
 		failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
@@ -80,17 +65,17 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	}
 	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(granted), Total: n, Latency: time.Since(start), Err: failure})
 	if failure != nil {
-		if len(granted)+len(unsure) > 0 && !timedOut && ctx.Err() == nil {
+		if len(v.granted)+len(v.unsure) > 0 && !timedOut && ctx.Err() == nil {
 			// Some nodes may hold our lock: let the calls still running
 			// answer (within the attempt's NodeCallTimeout), so that the
 			// clean-up below covers them and a retry does not find our
 			// leftovers. A busy lock (nothing granted) answers at once.
 			gather(ctx, replies, deadline, n-received, func(r reply[Grant]) bool {
-				answered = append(answered, r.idx)
+				v.answered = append(v.answered, r.idx)
 				if r.err != nil {
-					unsure = append(unsure, r.idx)
+					v.unsure = append(v.unsure, r.idx)
 				} else if r.val.OK {
-					granted = append(granted, r.idx)
+					v.granted = append(v.granted, r.idx)
 				}
 				return false
 			})
@@ -98,18 +83,19 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 		// The caller waits for the nodes that answered and may hold the
 		// lock, not for the others (a paused node never holds it up).
 		select {
-		case <-l.cleanup(ls, append(granted, unsure...), answered):
+		case <-l.cleanup(ls, append(v.granted, v.unsure...), v.answered):
 		case <-ctx.Done():
 		}
 		return nil, failure
 	}
 
 	ls.fence = fence
-	for _, i := range granted {
-		ls.granted = append(ls.granted, l.nodes[i].Addr())
+	ls.granted = make([]string, len(granted))
+	for k, i := range granted {
+		ls.granted[k] = l.nodes[i].Addr()
 	}
 	if !l.track(ls) {
-		<-l.cleanup(ls, append(granted, unsure...), answered)
+		<-l.cleanup(ls, append(v.granted, v.unsure...), v.answered)
 		return nil, ErrClosed
 	}
 	// Calls still pending keep running (bounded by NodeCallTimeout); the
@@ -117,6 +103,47 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 	l.bg.Add(1) // until the lease ends
 	ls.start()
 	return ls, nil
+}
+
+// tallyAcquire is the bookkeeping of one attempt's acquire round: which
+// nodes answered, granted (with their fence counters) or failed (unsure:
+// the outcome there is unknown), and the AcquireError being built.
+type tallyAcquire struct {
+	granted, answered, unsure []int
+	counters                  []fencing.Token // by node index
+	ae                        AcquireError
+}
+
+// init sizes the slices for n nodes, sharing one backing array.
+func (v *tallyAcquire) init(n int) {
+	idx := make([]int, 3*n)
+	v.granted, v.answered, v.unsure = idx[0:0:n], idx[n:n:2*n], idx[2*n:2*n]
+	v.counters = make([]fencing.Token, n)
+}
+
+// add counts one node's answer and reports whether the round is decided: a
+// majority granted, or so many did not that no majority can.
+func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
+	v.answered = append(v.answered, r.idx)
+	switch {
+	case r.err != nil:
+		v.ae.NodeErrors = append(v.ae.NodeErrors, r.err)
+		v.unsure = append(v.unsure, r.idx)
+	case r.val.OK:
+		v.granted = append(v.granted, r.idx)
+		v.counters[r.idx] = r.val.Counter
+	default:
+		refusal := l.nodes[r.idx].Addr()
+		if r.val.Reason != "" {
+			refusal += " (" + r.val.Reason + ")"
+		}
+		v.ae.Refused = append(v.ae.Refused, refusal)
+		if r.val.HolderTTL < 0 || (v.ae.HolderTTL >= 0 && r.val.HolderTTL > v.ae.HolderTTL) {
+			v.ae.HolderTTL = r.val.HolderTTL
+		}
+	}
+	n := len(l.nodes)
+	return len(v.granted) >= l.quorum || n-(len(v.answered)-len(v.granted)) < l.quorum
 }
 
 // finish picks the sentinel for a failed attempt: ErrNotAcquired when the
@@ -144,7 +171,7 @@ func (e *AcquireError) finish() error {
 // counters (docs/design.md §6): the maximum F is usable at once when a
 // majority returned exactly F, and otherwise only after a majority of nodes
 // where the lock stands acknowledged raising their counter to F.
-func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters map[int]fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
+func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters []fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
 	l := ls.locker
 	var f fencing.Token
 	for _, i := range granted {
