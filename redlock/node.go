@@ -117,7 +117,7 @@ func releaseChannel(key string) string { return key + ":released" }
 // Acquire implements Node.
 func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
 	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
-		token, owner, ttl.Milliseconds()).Result()
+		token, owner, nodeTTL(ttl)).Result()
 	if err != nil {
 		var rerr redis.Error
 		if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "READONLY") {
@@ -127,6 +127,13 @@ func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl t
 		return Grant{}, scriptErr(err)
 	}
 	return parseGrant(reply)
+}
+
+// nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
+// Locker computes the lease's validity from ttl, so the key must never live
+// shorter than ttl on the node.
+func nodeTTL(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
 // parseGrant decodes the acquire script's reply {1, counter} or {0, pttl}.
@@ -190,7 +197,7 @@ func (n *RedisNode) Fence(ctx context.Context, key, token string, f fencing.Toke
 
 // Renew implements Node.
 func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	return runFlag(ctx, scripts.Renew, n.client, []string{key}, token, ttl.Milliseconds())
+	return runFlag(ctx, scripts.Renew, n.client, []string{key}, token, nodeTTL(ttl))
 }
 
 // Release implements Node.

@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -180,3 +181,46 @@ func mustGet(t *testing.T, c *testutil.MiniCluster, key string) string {
 }
 
 func released(ok bool, _ int, err error) (bool, error) { return ok, err }
+
+// TestNodeTTLIsRoundedUp: the TTL sent to a node is the lease duration in
+// whole milliseconds rounded up, never down, so the key never expires on
+// the node before the validity computed from the lease duration assumes.
+func TestNodeTTLIsRoundedUp(t *testing.T) {
+	ctx := testutil.Context(t)
+	c := testutil.NewMiniCluster(t, 3)
+	m := c.Server(0)
+	const lease = 1500500 * time.Microsecond // 1500.5ms
+
+	node := c.Nodes()[0]
+	const key = "redlock:{round}"
+	g, err := node.Acquire(ctx, key, tokenA, "a", lease)
+	require.NoError(t, err)
+	require.True(t, g.OK)
+	require.Equal(t, 1501*time.Millisecond, m.TTL(key))
+	ok, err := node.Renew(ctx, key, tokenA, lease+time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 2501*time.Millisecond, m.TTL(key))
+	ok, err = node.Renew(ctx, key, tokenA, time.Nanosecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, time.Millisecond, m.TTL(key), "a nanosecond is a whole millisecond, not zero")
+
+	// The Locker sends its LeaseDuration the same way.
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: lease})
+	ls, err := tryAcquire(t, l, "round-lease")
+	require.NoError(t, err)
+	requireTTL := func() {
+		t.Helper()
+		for i, addr := range c.Addrs() {
+			if slices.Contains(ls.Granted(), addr) {
+				require.Equal(t, 1501*time.Millisecond, c.Server(i).TTL(l.Key("round-lease")), "node %d", i)
+			}
+		}
+	}
+	requireTTL()
+	_, err = l.Renew(ctx, "round-lease", ls.Token())
+	require.NoError(t, err)
+	requireTTL()
+	require.NoError(t, ls.Release(ctx))
+}
