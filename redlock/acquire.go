@@ -59,8 +59,8 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			return nil, err // closed, cancelled, or a bug in a Node
 		}
 		last = err
-		if ae.denied {
-			return nil, err // retrying will not change the credentials
+		if ae.permanent {
+			return nil, err // waiting will not fix these nodes (finish)
 		}
 
 		if w == nil {

@@ -148,21 +148,13 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 
 // finish picks the sentinel for a failed attempt: ErrNotAcquired when the
 // refusals alone rule out a majority (the lock is busy) or time ran out,
-// else ErrNoQuorum (node failures stood in the way).
+// else ErrNoQuorum (node failures stood in the way), or the sentinel of
+// failures that waiting will not change (lasting).
 func (e *AcquireError) finish() error {
 	e.kind = ErrNotAcquired
 	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
 		e.kind = ErrNoQuorum
-		denied := 0
-		for _, err := range e.NodeErrors {
-			if isAuthError(err) {
-				denied++
-			}
-		}
-		if denied > e.Total-e.Needed {
-			e.denied = true
-			e.Reason = "access denied by a majority of nodes: check the user, password and ACL"
-		}
+		e.lasting()
 	}
 	return e
 }

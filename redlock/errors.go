@@ -31,6 +31,14 @@ var (
 	ErrWrongType = errors.New("redlock: key holds a value of the wrong type")
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("redlock: locker closed")
+	// ErrFenceExhausted means a node's fence counter for the resource is at
+	// 9223372036854775807, the largest integer Redis holds, so no greater
+	// fencing token can be issued. The node refuses the lock before writing
+	// anything rather than issue a token twice. It does not pass with time:
+	// lock the resource under a new name. An *AcquireError wraps it when
+	// such nodes alone rule out a majority, and Acquire then returns at once;
+	// the *NodeError of each such node wraps it too.
+	ErrFenceExhausted = errors.New("redlock: fence counter exhausted")
 
 	errBadReply = errors.New("redlock: unexpected script reply")
 )
@@ -47,9 +55,13 @@ func (e *NodeError) Error() string { return "node " + e.Addr + ": " + e.Err.Erro
 // Unwrap returns the underlying error.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// AcquireError describes a failed acquisition attempt. It wraps
-// ErrNotAcquired (the lock is busy, or the attempt ran out of validity) or
-// ErrNoQuorum (no majority answered), and the per-node errors.
+// AcquireError describes a failed acquisition attempt. It wraps one
+// sentinel: ErrNotAcquired (the lock is busy, or the attempt ran out of
+// validity); ErrFenceExhausted (nodes whose fence counter is at its maximum
+// alone rule out a majority: waiting will not help); or ErrNoQuorum (no
+// majority answered, or one refused our credentials). It also wraps the
+// per-node errors, so errors.Is finds the sentinel of a single node's error
+// as well.
 type AcquireError struct {
 	// Resource is the resource that was asked for.
 	Resource string
@@ -68,8 +80,41 @@ type AcquireError struct {
 	// NodeErrors holds one *NodeError per node that failed.
 	NodeErrors []error
 
-	kind   error
-	denied bool // a majority refused our credentials: permanent
+	kind      error
+	permanent bool // failures that waiting will not change rule out a majority (lasting)
+}
+
+// lasting looks through the node errors of an attempt that node failures
+// decided for failures that waiting will not change: credentials the node
+// refuses, and fence counters at their maximum. When those of one kind
+// alone rule out a majority, the attempt takes that kind's sentinel
+// (credentials keep ErrNoQuorum, with a reason); when several kinds
+// together do, it keeps ErrNoQuorum with a reason. Either way it is
+// permanent: Acquire returns it at once.
+func (e *AcquireError) lasting() {
+	spare := e.Total - e.Needed // nodes a majority can do without
+	var denied, exhausted int
+	for _, err := range e.NodeErrors {
+		switch {
+		case isAuthError(err):
+			denied++
+		case errors.Is(err, ErrFenceExhausted):
+			exhausted++
+		}
+	}
+	switch {
+	case denied > spare:
+		e.Reason = "access denied by a majority of nodes: check the user, password and ACL"
+	case exhausted > spare:
+		e.kind = ErrFenceExhausted
+		e.Reason = "the fence counter is at its maximum on a majority of nodes: use a new resource name"
+	case denied+exhausted > spare:
+		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d with the fence counter at its maximum",
+			denied, exhausted)
+	default:
+		return
+	}
+	e.permanent = true
 }
 
 func (e *AcquireError) Error() string {
@@ -90,8 +135,8 @@ func (e *AcquireError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the sentinel (ErrNotAcquired or ErrNoQuorum) and the node
-// errors, for errors.Is and errors.As.
+// Unwrap returns the sentinel and the node errors, for errors.Is and
+// errors.As.
 func (e *AcquireError) Unwrap() []error {
 	return append([]error{e.kind}, e.NodeErrors...)
 }

@@ -85,11 +85,13 @@ func decodeReply(b []byte) any { return (&replyDecoder{b: b}).value(0) }
 
 // Seed encodings (also under testdata/fuzz): tag bytes as in value().
 var (
-	seedGrantOK      = []byte{4, 2, 1, 1, 1, 7}             // {1, 7}
-	seedGrantRefused = []byte{4, 2, 1, 0, 2, 0xe8, 3, 0, 0} // {0, 1000}
-	seedGrantNoTTL   = []byte{4, 2, 1, 0, 1, 0xff}          // {0, -1}
-	seedGrantBadFlag = []byte{4, 2, 1, 5, 1, 3}             // {5, 3}
-	seedGrantString  = []byte{4, 2, 3, 1, '1', 3, 1, '7'}   // {"1", "7"}
+	seedGrantOK      = []byte{4, 2, 1, 1, 3, 1, '7'}                            // {1, "7"}
+	seedGrantBig     = append([]byte{4, 2, 1, 1, 3, 16}, "9007199254740995"...) // {1, "9007199254740995"}
+	seedGrantInt     = []byte{4, 2, 1, 1, 1, 7}                                 // {1, 7}: a Lua number, refused
+	seedGrantRefused = []byte{4, 2, 1, 0, 2, 0xe8, 3, 0, 0}                     // {0, 1000}
+	seedGrantNoTTL   = []byte{4, 2, 1, 0, 1, 0xff}                              // {0, -1}
+	seedGrantBadFlag = []byte{4, 2, 1, 5, 1, 3}                                 // {5, 3}
+	seedGrantString  = []byte{4, 2, 3, 1, '1', 3, 1, '7'}                       // {"1", "7"}
 	seedInspectHeld  = append(append([]byte{4, 4, 3, 6}, "string"...),
 		append(append([]byte{3, 38}, "0123456789abcdef0123456789abcdef owner"...),
 			append([]byte{2, 0x10, 0x27, 0, 0, 0, 0, 0, 0, 3, 2}, "42"...)...)...)
@@ -105,7 +107,9 @@ func TestReplyDecoderSeeds(t *testing.T) {
 		in   []byte
 		want any
 	}{
-		{seedGrantOK, []any{int64(1), int64(7)}},
+		{seedGrantOK, []any{int64(1), "7"}},
+		{seedGrantBig, []any{int64(1), "9007199254740995"}},
+		{seedGrantInt, []any{int64(1), int64(7)}},
 		{seedGrantRefused, []any{int64(0), int64(1000)}},
 		{seedGrantNoTTL, []any{int64(0), int64(-1)}},
 		{seedGrantString, []any{"1", "7"}},
@@ -122,7 +126,7 @@ func TestReplyDecoderSeeds(t *testing.T) {
 }
 
 func FuzzParseGrant(f *testing.F) {
-	for _, s := range [][]byte{seedGrantOK, seedGrantRefused, seedGrantNoTTL, seedGrantBadFlag, seedGrantString, {}, {4, 0}} {
+	for _, s := range [][]byte{seedGrantOK, seedGrantBig, seedGrantInt, seedGrantRefused, seedGrantNoTTL, seedGrantBadFlag, seedGrantString, {}, {4, 0}} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -145,8 +149,8 @@ func FuzzParseGrant(f *testing.F) {
 			t.Fatalf("parseGrant(%#v) made up a reason %q", reply, g.Reason)
 		}
 		if g.OK {
-			if g.Counter == 0 || g.HolderTTL != 0 || vals[0] != int64(1) || vals[1] != int64(g.Counter) {
-				t.Fatalf("parseGrant(%#v) = %+v: a grant must carry the counter it was sent and no TTL", reply, g)
+			if g.Counter == 0 || g.HolderTTL != 0 || vals[0] != int64(1) || vals[1] != g.Counter.String() {
+				t.Fatalf("parseGrant(%#v) = %+v: a grant must carry the counter it was sent (as a canonical decimal string) and no TTL", reply, g)
 			}
 			return
 		}

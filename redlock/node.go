@@ -136,22 +136,31 @@ func nodeTTL(ttl time.Duration) int64 {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
-// parseGrant decodes the acquire script's reply {1, counter} or {0, pttl}.
+// parseGrant decodes the acquire script's reply {1, counter} (the counter a
+// decimal string, exact at any size) or {0, pttl}.
 func parseGrant(reply any) (Grant, error) {
 	vals, ok := reply.([]any)
 	if !ok || len(vals) != 2 {
 		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
-	flag, ok1 := vals[0].(int64)
-	num, ok2 := vals[1].(int64)
-	if !ok1 || !ok2 {
+	flag, ok := vals[0].(int64)
+	if !ok {
 		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
-	switch {
-	case flag == 1 && num > 0:
-		return Grant{OK: true, Counter: fencing.Token(num)}, nil
-	case flag == 0 && num >= -2:
-		return Grant{HolderTTL: pttl(num)}, nil
+	switch v := vals[1].(type) {
+	case string:
+		if flag != 1 {
+			break
+		}
+		c, err := fencing.ParseToken(v)
+		if err != nil {
+			return Grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
+		}
+		return Grant{OK: true, Counter: c}, nil
+	case int64:
+		if flag == 0 && v >= -2 {
+			return Grant{HolderTTL: pttl(v)}, nil
+		}
 	}
 	return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 }
@@ -181,11 +190,25 @@ func pttl(ms int64) time.Duration {
 	return 0
 }
 
-// scriptErr marks a server's WRONGTYPE reply with ErrWrongType.
+// replyKinds maps the prefixes of server error replies to the sentinels
+// their node errors wrap.
+var replyKinds = []struct {
+	prefix string
+	kind   error
+}{
+	{"WRONGTYPE", ErrWrongType},
+	{"FENCEEXHAUSTED", ErrFenceExhausted},
+}
+
+// scriptErr marks a server's error reply with its sentinel (replyKinds).
 func scriptErr(err error) error {
 	var rerr redis.Error
-	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
-		return fmt.Errorf("%w: %w", ErrWrongType, err)
+	if errors.As(err, &rerr) {
+		for _, k := range replyKinds {
+			if strings.HasPrefix(rerr.Error(), k.prefix) {
+				return fmt.Errorf("%w: %w", k.kind, err)
+			}
+		}
 	}
 	return err
 }

@@ -2,16 +2,22 @@
 -- KEYS[1] lock key, KEYS[2] fence key
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
+-- The counter is the decimal string Redis stores. Lua numbers are doubles,
+-- exact only up to 2^53, so the counter never passes through one: no
+-- arithmetic on it here, and INCR's reply (a Lua number) is not used.
 -- A repeated call with the same token (a client-side retry) answers {1,
 -- counter} again without counting a new holder.
 -- Every check that can fail runs before the first write, so an error never
 -- leaves a half-done acquisition behind, and someone else's data under the
--- same key names is never changed.
+-- same key names is never changed. A counter at 2^63-1, which INCR cannot
+-- raise, is refused with FENCEEXHAUSTED.
+local top = '9223372036854775807'
 local fence = redis.pcall('GET', KEYS[2])
 if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
   return redis.error_reply(fence.err)
 end
-if type(fence) == 'table' or (fence and not (fence == '0' or string.match(fence, '^[1-9]%d*$'))) then
+if type(fence) == 'table' or (fence and not (fence == '0' or (string.match(fence, '^[1-9]%d*$')
+    and (#fence < #top or (#fence == #top and fence <= top))))) then
   return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds data that is not a counter')
 end
 local cur = redis.pcall('GET', KEYS[1])
@@ -21,9 +27,14 @@ if type(cur) == 'table' then
 end
 if cur then
   if string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
-    return {1, tonumber(fence)}
+    return {1, fence}
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
+if fence == top then
+  return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. top ..
+    ', the largest counter Redis holds: no greater fencing token can be issued')
+end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-return {1, redis.call('INCR', KEYS[2])}
+redis.call('INCR', KEYS[2])
+return {1, redis.call('GET', KEYS[2])}

@@ -34,7 +34,10 @@ var (
 var (
 	// Acquire sets the lock if it is free and increments the fence counter:
 	// KEYS = lock, fence; ARGV = token, owner, ttl ms.
-	// Replies {1, counter} when granted, {0, pttl} when held by another.
+	// Replies {1, counter} when granted, the counter as a decimal string
+	// (exact beyond 2^53, unlike a Lua number), {0, pttl} when held by
+	// another, and a FENCEEXHAUSTED error, with nothing written, when the
+	// counter is at 2^63-1.
 	Acquire = redis.NewScript(acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence. Replies 1 when the caller holds the lock, else 0.
