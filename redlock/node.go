@@ -20,9 +20,10 @@ import (
 //
 // Each call is a single attempt. A nil error with a negative answer means the
 // node refused; a non-nil error means the outcome on the node is unknown (the
-// command may still have been applied). Keys are lock keys as built by the
-// Locker (KeyPrefix + "{" + resource + "}"); a node derives the fence key
-// (key + ":fence") and the release channel (key + ":released") from it.
+// command may still have been applied). Errors must never hold a lock token:
+// they reach logs and Observers. Keys are lock keys as built by the Locker
+// (KeyPrefix + "{" + resource + "}"); a node derives the fence key (key +
+// ":fence") and the release channel (key + ":released") from it.
 // Implementations must be safe for concurrent use.
 type Node interface {
 	// Addr names the node in errors and logs. It never contains a password.
@@ -124,7 +125,7 @@ func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl t
 			// A replica can never grant: a refusal, not an unknown outcome.
 			return Grant{Reason: "read-only replica"}, nil
 		}
-		return Grant{}, scriptErr(err)
+		return Grant{}, scriptErr(err, token)
 	}
 	return parseGrant(reply)
 }
@@ -200,27 +201,90 @@ var replyKinds = []struct {
 	{"FENCEEXHAUSTED", ErrFenceExhausted},
 }
 
-// scriptErr marks a server's error reply with its sentinel (replyKinds).
-func scriptErr(err error) error {
+// scriptErr is the error a RedisNode returns for a failed script call
+// made with token ("" for none). A server's error reply is marked with its
+// sentinel (replyKinds), and the text is cleaned of lock tokens
+// (cleanText): a server quotes the arguments of a command it does not know
+// ("unknown command 'EVALSHA', with args beginning with: ..." from a
+// renamed EVALSHA, or from a Sentinel port given as a node), and the token
+// is one of them. A cleaned error keeps what callers test with errors.Is
+// and errors.As (the sentinel, a server reply's redis.Error, a context's
+// error) but not the original error, whose text still holds the token.
+func scriptErr(err error, token string) error {
+	var kind error
 	var rerr redis.Error
-	if errors.As(err, &rerr) {
+	reply := errors.As(err, &rerr)
+	if reply {
 		for _, k := range replyKinds {
 			if strings.HasPrefix(rerr.Error(), k.prefix) {
-				return fmt.Errorf("%w: %w", k.kind, err)
+				kind = k.kind
+				break
 			}
 		}
 	}
-	return err
+	msg := err.Error()
+	clean := cleanText(msg, token)
+	if clean == msg {
+		if kind != nil {
+			return fmt.Errorf("%w: %w", kind, err)
+		}
+		return err
+	}
+	ce := &cleanError{msg: clean}
+	if kind != nil {
+		ce.msg = kind.Error() + ": " + clean
+		ce.wrapped = append(ce.wrapped, kind)
+	}
+	for _, e := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, e) {
+			ce.wrapped = append(ce.wrapped, e)
+		}
+	}
+	if reply {
+		return &cleanReply{*ce}
+	}
+	return ce
 }
+
+// cleanText removes lock tokens from a server's message: every run of 32
+// or more hex digits is cut to its first few (redact.String), and so is
+// any part of token longer than those few, for a server cuts a quoted
+// argument list short (Redis at 128 bytes), possibly inside the token.
+func cleanText(msg, token string) string {
+	msg = redact.String(msg)
+	for k := len(token) - 1; k > redact.TokenPrefixLen; k-- {
+		if strings.Contains(msg, token[:k]) {
+			msg = strings.ReplaceAll(msg, token[:k], redact.TokenPrefix(token)+"...")
+		}
+	}
+	return msg
+}
+
+// cleanError is an error whose text was cleaned of lock tokens. It wraps
+// the sentinels of the original, not the original itself.
+type cleanError struct {
+	msg     string
+	wrapped []error
+}
+
+func (e *cleanError) Error() string   { return e.msg }
+func (e *cleanError) Unwrap() []error { return e.wrapped }
+
+// cleanReply is a cleanError for a server's error reply: it is a
+// redis.Error, as the original was.
+type cleanReply struct{ cleanError }
+
+// RedisError marks the error as a server's reply (redis.Error).
+func (*cleanReply) RedisError() {}
 
 // Fence implements Node.
 func (n *RedisNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
-	return runFlag(ctx, scripts.Fence, n.client, []string{key, fenceKey(key)}, token, f.String())
+	return runFlag(ctx, scripts.Fence, n.client, []string{key, fenceKey(key)}, token, token, f.String())
 }
 
 // Renew implements Node.
 func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	return runFlag(ctx, scripts.Renew, n.client, []string{key}, token, nodeTTL(ttl))
+	return runFlag(ctx, scripts.Renew, n.client, []string{key}, token, token, nodeTTL(ttl))
 }
 
 // Release implements Node.
@@ -231,7 +295,7 @@ func (n *RedisNode) Release(ctx context.Context, key, token string, announce boo
 	}
 	v, err := scripts.Release.Run(ctx, n.client, []string{key}, token, releaseChannel(key), announcement).Int64()
 	if err != nil {
-		return false, 0, scriptErr(err)
+		return false, 0, scriptErr(err, token)
 	}
 	if v < 0 {
 		return false, 0, fmt.Errorf("%w: release reply %d", errBadReply, v)
@@ -239,10 +303,11 @@ func (n *RedisNode) Release(ctx context.Context, key, token string, announce boo
 	return v > 0, int(max(v-1, 0)), nil
 }
 
-func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, args ...any) (bool, error) {
+// runFlag runs a script that answers 0 or 1, with token among args.
+func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, token string, args ...any) (bool, error) {
 	v, err := s.Run(ctx, c, keys, args...).Int64()
 	if err != nil {
-		return false, scriptErr(err)
+		return false, scriptErr(err, token)
 	}
 	switch v {
 	case 0:
@@ -257,7 +322,7 @@ func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []stri
 func (n *RedisNode) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	reply, err := scripts.Inspect.Run(ctx, n.client, []string{key, fenceKey(key)}).Result()
 	if err != nil {
-		return LockInfo{}, scriptErr(err)
+		return LockInfo{}, scriptErr(err, "")
 	}
 	return parseInspect(reply)
 }
