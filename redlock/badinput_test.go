@@ -276,54 +276,6 @@ func TestForeignDataUnderALockKey(t *testing.T) {
 	require.Equal(t, "not a redlock value", v)
 }
 
-// TestReadOnlyReplicaIsARefusal: a node that is a read-only replica (of a
-// server outside the node set) refuses with its reason; a majority of
-// primaries still grants, a majority of replicas makes the lock
-// unavailable with a clear error.
-func TestReadOnlyReplicaIsARefusal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test")
-	}
-	ctx := ctxFor(t)
-	c := testutil.StartRedis(t, 4)
-	primary := c.Server(3) // not a lock node
-	require.NoError(t, primary.Do(ctx, "CONFIG", "SET", "repl-diskless-sync-delay", "0").Err())
-	makeReplica := func(s *testutil.RedisServer) {
-		t.Helper()
-		require.NoError(t, s.Do(ctx, "REPLICAOF", "127.0.0.1", primary.Port()).Err())
-		require.Eventually(t, func() bool {
-			info, err := s.Do(ctx, "INFO", "replication").Text()
-			return err == nil && strings.Contains(info, "master_link_status:up")
-		}, 8*time.Second, 10*time.Millisecond, "replica log:\n%s\nprimary log:\n%s", readFile(s.LogPath()), readFile(primary.LogPath()))
-	}
-	nodes := c.Nodes()[:3]
-	makeReplica(c.Server(2))
-
-	l := newLocker(t, nodes, redlock.Config{})
-	lease, err := l.TryAcquire(ctx, "r")
-	require.NoError(t, err, "two primaries of three still grant")
-	require.NotContains(t, lease.Granted(), c.Server(2).Addr())
-	require.NoError(t, lease.Release(ctx))
-
-	makeReplica(c.Server(1))
-	_, err = l.TryAcquire(ctx, "r")
-	require.ErrorIs(t, err, redlock.ErrNotAcquired, "replicas refuse: the lock is not acquired, not unreachable")
-	var ae *redlock.AcquireError
-	require.ErrorAs(t, err, &ae)
-	require.LessOrEqual(t, ae.Granted, 1, "the primary's grant may not have been counted before the two refusals")
-	require.ElementsMatch(t, []string{
-		c.Server(1).Addr() + " (read-only replica)",
-		c.Server(2).Addr() + " (read-only replica)",
-	}, ae.Refused)
-	require.Contains(t, err.Error(), "read-only replica")
-	// The refusals decide the attempt; the primary's grant, if it came
-	// after them, is cleaned up in the background.
-	require.Eventually(t, func() bool {
-		n, err := c.Server(0).Do(ctx, "EXISTS", l.Key("r")).Int()
-		return err == nil && n == 0
-	}, 5*time.Second, 5*time.Millisecond, "the primary's partial grant was cleaned up")
-}
-
 // TestNodeThatIsNotRedis: a node address where something else answers
 // (here a listener that answers like an HTTP server and hangs up) is a node
 // error naming the address, and a majority of them is ErrNoQuorum, fast.

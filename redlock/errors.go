@@ -31,6 +31,23 @@ var (
 	ErrWrongType = errors.New("redlock: key holds a value of the wrong type")
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("redlock: locker closed")
+	// ErrNodeFull means a node cannot take a lock because it is out of
+	// memory: its used memory is above maxmemory, and it evicts nothing
+	// (maxmemory-policy noeviction, as Redlock requires), so it refuses
+	// every write that needs memory (Redis's OOM error). Locks it already
+	// holds can still be renewed and released. Free memory on the node or
+	// raise its maxmemory. An *AcquireError wraps it when full nodes alone
+	// rule out a majority, and Acquire then returns at once rather than
+	// retry what waiting does not fix; the *NodeError of each full node
+	// wraps it too.
+	ErrNodeFull = errors.New("redlock: node out of memory")
+	// ErrReadOnly means a node is a read-only replica, which can never
+	// take a lock: every node must be an independent primary. Check the
+	// node URLs (a replica's address, or a primary demoted by a failover).
+	// An *AcquireError wraps it when replicas alone rule out a majority,
+	// and Acquire then returns at once; the *NodeError of each replica
+	// wraps it too.
+	ErrReadOnly = errors.New("redlock: node is a read-only replica")
 	// ErrFenceExhausted means a node's fence counter for the resource is at
 	// 9223372036854775807, the largest integer Redis holds, so no greater
 	// fencing token can be issued. The node refuses the lock before writing
@@ -57,11 +74,11 @@ func (e *NodeError) Unwrap() error { return e.Err }
 
 // AcquireError describes a failed acquisition attempt. It wraps one
 // sentinel: ErrNotAcquired (the lock is busy, or the attempt ran out of
-// validity); ErrFenceExhausted (nodes whose fence counter is at its maximum
-// alone rule out a majority: waiting will not help); or ErrNoQuorum (no
-// majority answered, or one refused our credentials). It also wraps the
-// per-node errors, so errors.Is finds the sentinel of a single node's error
-// as well.
+// validity); ErrNodeFull, ErrReadOnly or ErrFenceExhausted (nodes failing
+// for that reason alone rule out a majority: waiting will not help); or
+// ErrNoQuorum (no majority answered, or one refused our credentials). It
+// also wraps the per-node errors, so errors.Is finds the sentinel of a
+// single node's error as well.
 type AcquireError struct {
 	// Resource is the resource that was asked for.
 	Resource string
@@ -69,8 +86,7 @@ type AcquireError struct {
 	// quorum, and all nodes.
 	Granted, Needed, Total int
 	// Refused lists the nodes that refused the lock: held by another token,
-	// or unable to grant it (a reason in parentheses, such as a read-only
-	// replica).
+	// or unable to grant it for a reason the Node gave (in parentheses).
 	Refused []string
 	// HolderTTL is the longest remaining TTL of the current holder among the
 	// refusing nodes; zero when unknown.
@@ -86,18 +102,22 @@ type AcquireError struct {
 
 // lasting looks through the node errors of an attempt that node failures
 // decided for failures that waiting will not change: credentials the node
-// refuses, and fence counters at their maximum. When those of one kind
-// alone rule out a majority, the attempt takes that kind's sentinel
-// (credentials keep ErrNoQuorum, with a reason); when several kinds
-// together do, it keeps ErrNoQuorum with a reason. Either way it is
-// permanent: Acquire returns it at once.
+// refuses, full nodes, read-only replicas, and fence counters at their
+// maximum. When those of one kind alone rule out a majority, the attempt
+// takes that kind's sentinel (credentials keep ErrNoQuorum, with a
+// reason); when several kinds together do, it keeps ErrNoQuorum with a
+// reason. Either way it is permanent: Acquire returns it at once.
 func (e *AcquireError) lasting() {
 	spare := e.Total - e.Needed // nodes a majority can do without
-	var denied, exhausted int
+	var denied, full, readOnly, exhausted int
 	for _, err := range e.NodeErrors {
 		switch {
 		case isAuthError(err):
 			denied++
+		case errors.Is(err, ErrNodeFull):
+			full++
+		case errors.Is(err, ErrReadOnly):
+			readOnly++
 		case errors.Is(err, ErrFenceExhausted):
 			exhausted++
 		}
@@ -105,12 +125,18 @@ func (e *AcquireError) lasting() {
 	switch {
 	case denied > spare:
 		e.Reason = "access denied by a majority of nodes: check the user, password and ACL"
+	case full > spare:
+		e.kind = ErrNodeFull
+		e.Reason = "out of memory on a majority of nodes: free memory or raise maxmemory"
+	case readOnly > spare:
+		e.kind = ErrReadOnly
+		e.Reason = "a majority of nodes are read-only replicas: every node must be a primary"
 	case exhausted > spare:
 		e.kind = ErrFenceExhausted
 		e.Reason = "the fence counter is at its maximum on a majority of nodes: use a new resource name"
-	case denied+exhausted > spare:
-		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d with the fence counter at its maximum",
-			denied, exhausted)
+	case denied+full+readOnly+exhausted > spare:
+		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d out of memory, %d read-only, %d with the fence counter at its maximum",
+			denied, full, readOnly, exhausted)
 	default:
 		return
 	}

@@ -54,8 +54,11 @@ type Grant struct {
 	// HolderTTL is the current holder's remaining time on this node (when not
 	// OK); negative when the lock key has no expiry.
 	HolderTTL time.Duration
-	// Reason says why the node refused when it was not because of a holder
-	// (for example, a read-only replica).
+	// Reason says why the node refused when it was not because of a holder.
+	// RedisNode never sets it: a node that cannot grant (a read-only
+	// replica, a node out of memory) fails with an error wrapping
+	// ErrReadOnly or ErrNodeFull instead, so that the Locker can tell it
+	// from a busy lock.
 	Reason string
 }
 
@@ -120,11 +123,6 @@ func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl t
 	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
 		token, owner, nodeTTL(ttl)).Result()
 	if err != nil {
-		var rerr redis.Error
-		if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "READONLY") {
-			// A replica can never grant: a refusal, not an unknown outcome.
-			return Grant{Reason: "read-only replica"}, nil
-		}
 		return Grant{}, scriptErr(err, token)
 	}
 	return parseGrant(reply)
@@ -198,6 +196,8 @@ var replyKinds = []struct {
 	kind   error
 }{
 	{"WRONGTYPE", ErrWrongType},
+	{"READONLY", ErrReadOnly},
+	{"OOM", ErrNodeFull},
 	{"FENCEEXHAUSTED", ErrFenceExhausted},
 }
 
