@@ -28,6 +28,11 @@ const (
 	// no majority could be reached. Retrying will not help, unlike
 	// exitNoQuorum.
 	exitAccessDenied = 7
+	// exitCannotGrant: enough nodes answered but cannot grant a lock that
+	// no majority can: out of memory (OOM), read-only replicas (READONLY),
+	// or the resource's fence counter at its maximum. Waiting will not
+	// help, unlike exitBusy.
+	exitCannotGrant = 8
 	// exitCannotExec and exitNotFound follow the shell's convention for a
 	// COMMAND that cannot be run (run only).
 	exitCannotExec = 126
@@ -48,6 +53,8 @@ const exitCodeHelp = `Exit codes:
   6      run: the lease was lost while COMMAND ran; COMMAND was stopped
   7      access denied: a wrong password or user, or an ACL without the needed
          commands, on too many nodes for a majority
+  8      the nodes cannot grant the lock: too many for a majority are out of
+         memory or read-only replicas, or have the fence counter at its maximum
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N
@@ -78,6 +85,9 @@ const (
 	kindFailure      = "failure"
 	kindNoQuorum     = "no_quorum"
 	kindAccessDenied = "access_denied"
+	kindNodeFull     = "node_full"
+	kindReadOnly     = "read_only"
+	kindFenceFull    = "fence_exhausted"
 	kindBusy         = "busy"
 	kindTimeout      = "wait_timeout"
 	kindNotHeld      = "not_held"
@@ -111,8 +121,18 @@ func classify(err error) *cliError {
 		e.code, e.kind = exitNotHeld, kindNotHeld
 	case errors.Is(err, redlock.ErrLeaseLost):
 		e.code, e.kind = exitLeaseLost, kindLeaseLost
+	case errors.Is(err, redlock.ErrNodeFull):
+		e.code, e.kind = exitCannotGrant, kindNodeFull
+	case errors.Is(err, redlock.ErrReadOnly):
+		e.code, e.kind = exitCannotGrant, kindReadOnly
+	case errors.Is(err, redlock.ErrFenceExhausted):
+		e.code, e.kind = exitCannotGrant, kindFenceFull
 	default:
 		e.code, e.kind = exitFailure, kindFailure
+	}
+	var ae *redlock.AcquireError
+	if e.code == exitCannotGrant && errors.As(err, &ae) {
+		e.extra = map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
 	}
 	return e
 }

@@ -29,6 +29,13 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("x: %w", redlock.ErrNotAcquired), exitBusy, kindBusy},
 		{fmt.Errorf("x: %w", redlock.ErrNotHeld), exitNotHeld, kindNotHeld},
 		{fmt.Errorf("x: %w", redlock.ErrLeaseLost), exitLeaseLost, kindLeaseLost},
+		{fmt.Errorf("x: %w", redlock.ErrNodeFull), exitCannotGrant, kindNodeFull},
+		{fmt.Errorf("x: %w", redlock.ErrReadOnly), exitCannotGrant, kindReadOnly},
+		{fmt.Errorf("x: %w", redlock.ErrFenceExhausted), exitCannotGrant, kindFenceFull},
+		// A busy lock or an unreachable majority where one node is also
+		// full keeps its own class.
+		{fmt.Errorf("%w: %w", redlock.ErrNotAcquired, redlock.ErrNodeFull), exitBusy, kindBusy},
+		{fmt.Errorf("%w: %w", redlock.ErrNoQuorum, redlock.ErrReadOnly), exitNoQuorum, kindNoQuorum},
 		{errors.New("boom"), exitFailure, kindFailure},
 		{usageErrorf("bad"), exitUsage, kindUsage},
 	}
@@ -41,7 +48,7 @@ func TestClassify(t *testing.T) {
 	}
 	// The exit codes are distinct.
 	codes := map[int]bool{}
-	for _, c := range []int{exitOK, exitFailure, exitUsage, exitNoQuorum, exitBusy, exitNotHeld, exitLeaseLost, exitAccessDenied, exitCannotExec, exitNotFound} {
+	for _, c := range []int{exitOK, exitFailure, exitUsage, exitNoQuorum, exitBusy, exitNotHeld, exitLeaseLost, exitAccessDenied, exitCannotGrant, exitCannotExec, exitNotFound} {
 		require.False(t, codes[c], "code %d used twice", c)
 		codes[c] = true
 	}
@@ -229,4 +236,5 @@ func TestREADMEExitCodes(t *testing.T) {
 	}
 	require.Equal(t, help, readme)
 	require.Contains(t, help, strconv.Itoa(exitAccessDenied))
+	require.Contains(t, help, strconv.Itoa(exitCannotGrant))
 }
