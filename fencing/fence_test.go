@@ -149,9 +149,11 @@ func TestFenceCheckConcurrent(t *testing.T) {
 func TestFenceDoOrder(t *testing.T) {
 	var f fencing.Fence
 	keys := []string{"a", "b"}
-	ran := map[string][]fencing.Token{} // appended to only inside Do's fn
+	// One slice per key, so that Do's per-key serialisation is all that
+	// guards it (a shared map would be written for both keys at once).
+	ran := map[string]*[]fencing.Token{"a": new([]fencing.Token), "b": new([]fencing.Token)}
 	running := map[string]int{}
-	var mu sync.Mutex // guards running only; ran is guarded by Do itself
+	var mu sync.Mutex // guards running only; each ran slice is guarded by Do itself
 
 	var wg sync.WaitGroup
 	for g := range 24 {
@@ -168,7 +170,7 @@ func TestFenceDoOrder(t *testing.T) {
 					if n != 1 {
 						t.Errorf("%d operations running at once for %q", n, key)
 					}
-					ran[key] = append(ran[key], tok)
+					*ran[key] = append(*ran[key], tok)
 					mu.Lock()
 					running[key]--
 					mu.Unlock()
@@ -182,9 +184,10 @@ func TestFenceDoOrder(t *testing.T) {
 	}
 	wg.Wait()
 	for _, k := range keys {
-		require.NotEmpty(t, ran[k])
-		require.True(t, slices.IsSorted(ran[k]), "key %q ran tokens out of order: %v", k, ran[k])
-		require.Equal(t, slices.Max(ran[k]), f.Highest(k))
+		got := *ran[k]
+		require.NotEmpty(t, got)
+		require.True(t, slices.IsSorted(got), "key %q ran tokens out of order: %v", k, got)
+		require.Equal(t, slices.Max(got), f.Highest(k))
 	}
 }
 

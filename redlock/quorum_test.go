@@ -170,6 +170,12 @@ func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
 			l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second})
 			lease, err := l.Acquire(testutil.Context(t), "doomed")
 			require.NoError(t, err)
+			// Acquire returns at a majority; the other grants land just
+			// after. Wait for them, or a grant landing after the fault
+			// below would give the lease its majority back.
+			for i := range 5 {
+				require.Eventually(t, func() bool { return c.Server(i).Exists(l.Key("doomed")) }, 5*time.Second, time.Millisecond)
+			}
 			for _, i := range []int{0, 2, 4} {
 				switch fault {
 				case "killed":
