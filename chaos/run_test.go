@@ -537,11 +537,11 @@ func (n *gatedNode) Renew(ctx context.Context, key, token string, ttl time.Durat
 	return n.RedisNode.Renew(ctx, key, token, ttl)
 }
 
-func (n *gatedNode) Release(ctx context.Context, key, token string, announce bool) (bool, int, error) {
+func (n *gatedNode) Release(ctx context.Context, key, token string) (bool, error) {
 	if err := n.g.wait(ctx); err != nil {
-		return false, 0, err
+		return false, err
 	}
-	return n.RedisNode.Release(ctx, key, token, announce)
+	return n.RedisNode.Release(ctx, key, token)
 }
 
 func (n *gatedNode) Inspect(ctx context.Context, key string) (redlock.LockInfo, error) {

@@ -216,7 +216,7 @@ func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 		defer l.bg.Done()
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, ls.key, ls.token, false, false)
+			l.releaseOn(ctx, now, ls.key, ls.token, false)
 		}
 		close(quick)
 		if len(answered) == len(l.nodes) {
@@ -229,7 +229,7 @@ func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 				rest = append(rest, i)
 			}
 		}
-		l.releaseOn(ctx, rest, ls.key, ls.token, false, false)
+		l.releaseOn(ctx, rest, ls.key, ls.token, false)
 	}()
 	return quick
 }

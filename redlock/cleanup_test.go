@@ -88,9 +88,9 @@ func (n countingNode) Acquire(ctx context.Context, key, token, owner string, ttl
 	return n.Node.Acquire(ctx, key, token, owner, ttl)
 }
 
-func (n countingNode) Release(ctx context.Context, key, token string, announce bool) (bool, int, error) {
+func (n countingNode) Release(ctx context.Context, key, token string) (bool, error) {
 	n.note()
-	return n.Node.Release(ctx, key, token, announce)
+	return n.Node.Release(ctx, key, token)
 }
 
 // TestCloseWaitsForAttemptsInFlight: Close called while an attempt is

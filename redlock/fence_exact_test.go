@@ -87,7 +87,7 @@ func TestFenceTokensAreExactAbove2To53(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, redlock.Grant{OK: true, Counter: fencing.Token(start + 1)}, g, "first holder after %d", start)
 			}
-			ok, _, err := node.Release(ctx, key, tokenA, false)
+			ok, err := node.Release(ctx, key, tokenA)
 			require.NoError(t, err)
 			require.True(t, ok)
 			g, err := node.Acquire(ctx, key, tokenB, "b", time.Minute)

@@ -232,7 +232,7 @@ func (ls *Lease) setValidUntil(t time.Time) {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true, true)
+	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true)
 	if t.yes >= l.quorum {
 		l.hub.released(ls.key, releaseID(ls.token))
 		if listeners > 0 {

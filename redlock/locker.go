@@ -213,6 +213,6 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	t, _ := l.releaseAll(ctx, l.Key(resource), token, true, false)
+	t, _ := l.releaseAll(ctx, l.Key(resource), token, false)
 	return l.verdict("release", resource, t)
 }

@@ -151,26 +151,38 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 	return &QuorumError{Op: op, Resource: resource, Yes: t.yes, No: t.no, Total: len(l.nodes), Needed: l.quorum, Nodes: t.errs}
 }
 
-// releaseAll deletes key where token holds it, on every node, announcing
-// the release when asked. It waits for every answer (within
-// NodeCallTimeout), or with early only until a majority released it. It
-// returns the tally and the most waiters any node announced the release to.
-func (l *Locker) releaseAll(ctx context.Context, key, token string, announce, early bool) (t tally, listeners int) {
-	return l.releaseOn(ctx, l.allIdxs(), key, token, announce, early)
+// releaseAll deletes key where token holds it, on every node (each
+// announces the release to waiters if it can). It waits for every answer
+// (within NodeCallTimeout), or with early only until a majority released
+// it. It returns the tally and the most waiters any node announced the
+// release to.
+func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (t tally, listeners int) {
+	return l.releaseOn(ctx, l.allIdxs(), key, token, early)
+}
+
+// releaseCounter is a Node whose release also reports how many waiters
+// heard the announcement (RedisNode); the Locker's fairness heuristic
+// (noteRelease) uses it.
+type releaseCounter interface {
+	releaseCounting(ctx context.Context, key, token string) (released bool, listeners int, err error)
 }
 
 // releaseOn is releaseAll on the nodes with the given indexes.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, announce, early bool) (tally, int) {
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool) (tally, int) {
 	var heard atomic.Int64
 	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
-		ok, listeners, err := n.Release(ctx, key, token, announce)
+		rn, ok := n.(releaseCounter)
+		if !ok {
+			return n.Release(ctx, key, token)
+		}
+		released, listeners, err := rn.releaseCounting(ctx, key, token)
 		for {
 			old := heard.Load()
 			if int64(listeners) <= old || heard.CompareAndSwap(old, int64(listeners)) {
 				break
 			}
 		}
-		return ok, err
+		return released, err
 	})
 	return t, int(heard.Load())
 }

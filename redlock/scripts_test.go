@@ -43,9 +43,9 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 		op   func() (bool, error)
 	}{
 		{"renew with another token", func() (bool, error) { return node.Renew(ctx, key, tokenB, time.Hour) }},
-		{"release with another token", func() (bool, error) { return released(node.Release(ctx, key, tokenB, true)) }},
+		{"release with another token", func() (bool, error) { return node.Release(ctx, key, tokenB) }},
 		{"fence with another token", func() (bool, error) { return node.Fence(ctx, key, tokenB, 1000) }},
-		{"token prefix is not the token", func() (bool, error) { return released(node.Release(ctx, key, tokenA[:31], true)) }},
+		{"token prefix is not the token", func() (bool, error) { return node.Release(ctx, key, tokenA[:31]) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,8 +76,7 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 5*time.Second, m.TTL(key))
 
-	ok, heard, err := node.Release(ctx, key, tokenA, true)
-	require.Zero(t, heard, "nobody is subscribed")
+	ok, err = node.Release(ctx, key, tokenA)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.False(t, m.Exists(key))
@@ -125,7 +124,7 @@ func TestWrongTypeKeysGiveAClearErrorAndStayUntouched(t *testing.T) {
 	require.Contains(t, err.Error(), "not a lock")
 	for _, op := range []func() (bool, error){
 		func() (bool, error) { return node.Renew(ctx, "redlock:{hash}", tokenA, time.Second) },
-		func() (bool, error) { return released(node.Release(ctx, "redlock:{hash}", tokenA, true)) },
+		func() (bool, error) { return node.Release(ctx, "redlock:{hash}", tokenA) },
 		func() (bool, error) { return node.Fence(ctx, "redlock:{hash}", tokenA, 3) },
 	} {
 		_, err := op()
@@ -179,8 +178,6 @@ func mustGet(t *testing.T, c *testutil.MiniCluster, key string) string {
 	require.NoError(t, err)
 	return v
 }
-
-func released(ok bool, _ int, err error) (bool, error) { return ok, err }
 
 // TestNodeTTLIsRoundedUp: the TTL sent to a node is the lease duration in
 // whole milliseconds rounded up, never down, so the key never expires on

@@ -53,7 +53,7 @@ func TestNodeErrorsNeverHoldTheToken(t *testing.T) {
 		_, err = node.Renew(ctx, key, token, time.Second)
 		require.Error(t, err)
 		requireNoToken(t, err.Error(), token)
-		_, _, err = node.Release(ctx, key, token, true)
+		_, err = node.Release(ctx, key, token)
 		require.Error(t, err)
 		requireNoToken(t, err.Error(), token)
 		_, err = node.Fence(ctx, key, token, 12345)

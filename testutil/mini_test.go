@@ -203,7 +203,7 @@ func TestMiniNodesRunTheLockScripts(t *testing.T) {
 		require.Equal(t, want, info.Fence)
 	}
 
-	ok, _, err := nodes[0].Release(ctx, key, "tok", true)
+	ok, err := nodes[0].Release(ctx, key, "tok")
 	require.NoError(t, err)
 	require.True(t, ok)
 	msg, err := sub.ReceiveMessage(ctx) // PUBLISH inside Lua reaches subscribers

@@ -206,7 +206,7 @@ func TestRedisNodesRunTheLockScripts(t *testing.T) {
 		info, err := n.Inspect(ctx, key)
 		require.NoError(t, err)
 		require.True(t, info.Held)
-		ok, _, err := n.Release(ctx, key, "tok", true)
+		ok, err := n.Release(ctx, key, "tok")
 		require.NoError(t, err)
 		require.True(t, ok)
 	}

@@ -1,0 +1,302 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/internal/redact"
+	"github.com/e6344662/go-redlock/scripts"
+)
+
+// RedisNode is a Node backed by a go-redis client. All access to lock keys
+// goes through the Lua scripts of package scripts.
+type RedisNode struct {
+	client redis.UniversalClient
+	addr   string
+}
+
+var _ Node = (*RedisNode)(nil)
+
+// NewRedisNode returns a Node that speaks to the server behind client. The
+// client's own options (timeouts, TLS, pool size) apply; the Locker bounds
+// every call with its NodeCallTimeout as well.
+func NewRedisNode(client redis.UniversalClient) *RedisNode {
+	return &RedisNode{client: client, addr: clientAddr(client)}
+}
+
+func clientAddr(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster(" + strings.Join(c.Options().Addrs, ",") + ")"
+	case *redis.Ring:
+		return "ring"
+	}
+	return fmt.Sprintf("%T", c)
+}
+
+// Addr returns the server's host:port.
+func (n *RedisNode) Addr() string { return n.addr }
+
+// Client returns the go-redis client behind the node.
+func (n *RedisNode) Client() redis.UniversalClient { return n.client }
+
+// Close closes the underlying client.
+func (n *RedisNode) Close() error { return n.client.Close() }
+
+func fenceKey(key string) string       { return key + ":fence" }
+func releaseChannel(key string) string { return key + ":released" }
+
+// Acquire implements Node.
+func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
+	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
+		token, owner, nodeTTL(ttl)).Result()
+	if err != nil {
+		return Grant{}, scriptErr(err, token)
+	}
+	return parseGrant(reply)
+}
+
+// nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
+// Locker computes the lease's validity from ttl, so the key must never live
+// shorter than ttl on the node.
+func nodeTTL(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// parseGrant decodes the acquire script's reply {1, counter} (the counter a
+// decimal string, exact at any size) or {0, pttl}.
+func parseGrant(reply any) (Grant, error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) != 2 {
+		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	}
+	flag, ok := vals[0].(int64)
+	if !ok {
+		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	}
+	switch v := vals[1].(type) {
+	case string:
+		if flag != 1 {
+			break
+		}
+		c, err := fencing.ParseToken(v)
+		if err != nil {
+			return Grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
+		}
+		return Grant{OK: true, Counter: c}, nil
+	case int64:
+		if flag == 0 && v >= -2 {
+			return Grant{HolderTTL: pttl(v)}, nil
+		}
+	}
+	return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+}
+
+// describeReply names a reply's shape for an error without quoting it: a
+// reply can hold a holder's token.
+func describeReply(reply any) string {
+	if vals, ok := reply.([]any); ok {
+		kinds := make([]string, len(vals))
+		for i, v := range vals {
+			kinds[i] = fmt.Sprintf("%T", v)
+		}
+		return "[" + strings.Join(kinds, " ") + "]"
+	}
+	return fmt.Sprintf("%T", reply)
+}
+
+// pttl converts a PTTL reply: -1 (no expiry) becomes a negative duration,
+// -2 (no key) becomes zero.
+func pttl(ms int64) time.Duration {
+	switch {
+	case ms >= 0:
+		return time.Duration(ms) * time.Millisecond
+	case ms == -1:
+		return -1
+	}
+	return 0
+}
+
+// replyKinds maps the prefixes of server error replies to the sentinels
+// their node errors wrap.
+var replyKinds = []struct {
+	prefix string
+	kind   error
+}{
+	{"WRONGTYPE", ErrWrongType},
+	{"READONLY", ErrReadOnly},
+	{"OOM", ErrNodeFull},
+	{"FENCEEXHAUSTED", ErrFenceExhausted},
+}
+
+// scriptErr is the error a RedisNode returns for a failed script call
+// made with token ("" for none). A server's error reply is marked with its
+// sentinel (replyKinds), and the text is cleaned of lock tokens
+// (cleanText): a server quotes the arguments of a command it does not know
+// ("unknown command 'EVALSHA', with args beginning with: ..." from a
+// renamed EVALSHA, or from a Sentinel port given as a node), and the token
+// is one of them. A cleaned error keeps what callers test with errors.Is
+// and errors.As (the sentinel, a server reply's redis.Error, a context's
+// error) but not the original error, whose text still holds the token.
+func scriptErr(err error, token string) error {
+	var kind error
+	var rerr redis.Error
+	reply := errors.As(err, &rerr)
+	if reply {
+		for _, k := range replyKinds {
+			if strings.HasPrefix(rerr.Error(), k.prefix) {
+				kind = k.kind
+				break
+			}
+		}
+	}
+	msg := err.Error()
+	clean := cleanText(msg, token)
+	if clean == msg {
+		if kind != nil {
+			return fmt.Errorf("%w: %w", kind, err)
+		}
+		return err
+	}
+	ce := &cleanError{msg: clean}
+	if kind != nil {
+		ce.msg = kind.Error() + ": " + clean
+		ce.wrapped = append(ce.wrapped, kind)
+	}
+	for _, e := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, e) {
+			ce.wrapped = append(ce.wrapped, e)
+		}
+	}
+	if reply {
+		return &cleanReply{*ce}
+	}
+	return ce
+}
+
+// cleanText removes lock tokens from a server's message: every run of 32
+// or more hex digits is cut to its first few (redact.String), and so is
+// any part of token longer than those few, for a server cuts a quoted
+// argument list short (Redis at 128 bytes), possibly inside the token.
+func cleanText(msg, token string) string {
+	msg = redact.String(msg)
+	for k := len(token) - 1; k > redact.TokenPrefixLen; k-- {
+		if strings.Contains(msg, token[:k]) {
+			msg = strings.ReplaceAll(msg, token[:k], redact.TokenPrefix(token)+"...")
+		}
+	}
+	return msg
+}
+
+// cleanError is an error whose text was cleaned of lock tokens. It wraps
+// the sentinels of the original, not the original itself.
+type cleanError struct {
+	msg     string
+	wrapped []error
+}
+
+func (e *cleanError) Error() string   { return e.msg }
+func (e *cleanError) Unwrap() []error { return e.wrapped }
+
+// cleanReply is a cleanError for a server's error reply: it is a
+// redis.Error, as the original was.
+type cleanReply struct{ cleanError }
+
+// RedisError marks the error as a server's reply (redis.Error).
+func (*cleanReply) RedisError() {}
+
+// Fence implements Node.
+func (n *RedisNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
+	return runFlag(ctx, scripts.Fence, n.client, []string{key, fenceKey(key)}, token, token, f.String())
+}
+
+// Renew implements Node.
+func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return runFlag(ctx, scripts.Renew, n.client, []string{key}, token, token, nodeTTL(ttl))
+}
+
+// Release implements Node: it deletes key if token holds it and publishes
+// the release id (releaseID) on the release channel.
+func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error) {
+	ok, _, err := n.releaseCounting(ctx, key, token)
+	return ok, err
+}
+
+// releaseCounting is Release that also reports how many subscribers
+// (waiters, in any process) heard the announcement.
+func (n *RedisNode) releaseCounting(ctx context.Context, key, token string) (bool, int, error) {
+	v, err := scripts.Release.Run(ctx, n.client, []string{key}, token, releaseChannel(key), releaseID(token)).Int64()
+	if err != nil {
+		return false, 0, scriptErr(err, token)
+	}
+	if v < 0 {
+		return false, 0, fmt.Errorf("%w: release reply %d", errBadReply, v)
+	}
+	return v > 0, int(max(v-1, 0)), nil
+}
+
+// runFlag runs a script that answers 0 or 1, with token among args.
+func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, token string, args ...any) (bool, error) {
+	v, err := s.Run(ctx, c, keys, args...).Int64()
+	if err != nil {
+		return false, scriptErr(err, token)
+	}
+	switch v {
+	case 0:
+		return false, nil
+	case 1:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: %d", errBadReply, v)
+}
+
+// Inspect implements Node.
+func (n *RedisNode) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	reply, err := scripts.Inspect.Run(ctx, n.client, []string{key, fenceKey(key)}).Result()
+	if err != nil {
+		return LockInfo{}, scriptErr(err, "")
+	}
+	return parseInspect(reply)
+}
+
+// parseInspect decodes the inspect script's reply {type, value, pttl, fence}.
+func parseInspect(reply any) (LockInfo, error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) != 4 {
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+	}
+	kind, _ := vals[0].(string)
+	ms, okTTL := vals[2].(int64)
+	if !okTTL {
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+	}
+	var info LockInfo
+	if f, ok := vals[3].(string); ok {
+		c, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || strconv.FormatUint(c, 10) != f {
+			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(f))
+		}
+		info.Fence = fencing.Token(c)
+	}
+	switch kind {
+	case "none":
+		return info, nil
+	case "string":
+	default:
+		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, kind)
+	}
+	value, _ := vals[1].(string)
+	info.Held = true
+	info.TTL = pttl(ms)
+	info.Token, info.Owner, _ = strings.Cut(value, " ")
+	return info, nil
+}
