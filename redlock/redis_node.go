@@ -25,8 +25,12 @@ type RedisNode struct {
 var _ Node = (*RedisNode)(nil)
 
 // NewRedisNode returns a Node that speaks to the server behind client. The
-// client's own options (timeouts, TLS, pool size) apply; the Locker bounds
-// every call with its NodeCallTimeout as well.
+// client's own options (timeouts, TLS, pool size) apply. Whatever they are,
+// a Locker never waits for a call longer than its NodeCallTimeout: each
+// call runs on a worker under a context with that deadline, and a call that
+// ignores it (a client with ContextTimeoutEnabled false on a dead network)
+// counts as failed when the deadline passes, then finishes on its worker by
+// the client's own ReadTimeout. Clients built by Dial honour the context.
 func NewRedisNode(client redis.UniversalClient) *RedisNode {
 	return &RedisNode{client: client, addr: clientAddr(client)}
 }
