@@ -33,6 +33,7 @@ type Locker struct {
 	bg      sync.WaitGroup
 	hub     waitHub
 	workers *workers
+	inline  bool // a single node, called in the caller's goroutine
 }
 
 // New returns a Locker over nodes. It rejects an empty node list, nil or
@@ -65,6 +66,12 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		workers: newWorkers(),
 	}
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
+	if b, ok := nodes[0].(interface{ boundedByContext() bool }); ok && len(nodes) == 1 {
+		// One node whose every call returns by its deadline: fan-outs call
+		// it inline. Any other node is called on a worker, so that a call
+		// that ignores its deadline never holds the caller up.
+		l.inline = b.boundedByContext()
+	}
 	l.all = make([]int, len(nodes))
 	for i := range l.all {
 		l.all[i] = i

@@ -49,6 +49,10 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 			lastDone()
 		}
 	}
+	if len(idxs) == 1 && l.inline {
+		call(idxs[0]) // returns by cctx's deadline: no hand-over needed
+		return out, cctx.Done()
+	}
 	for _, i := range idxs {
 		l.workers.run(call, i)
 	}

@@ -18,8 +18,9 @@ import (
 // RedisNode is a Node backed by a go-redis client. All access to lock keys
 // goes through the Lua scripts of package scripts.
 type RedisNode struct {
-	client redis.UniversalClient
-	addr   string
+	client  redis.UniversalClient
+	addr    string
+	bounded bool // the client honours context deadlines
 }
 
 var _ Node = (*RedisNode)(nil)
@@ -32,8 +33,25 @@ var _ Node = (*RedisNode)(nil)
 // counts as failed when the deadline passes, then finishes on its worker by
 // the client's own ReadTimeout. Clients built by Dial honour the context.
 func NewRedisNode(client redis.UniversalClient) *RedisNode {
-	return &RedisNode{client: client, addr: clientAddr(client)}
+	return &RedisNode{client: client, addr: clientAddr(client), bounded: honoursContext(client)}
 }
+
+// honoursContext reports whether the client bounds its socket reads and
+// writes by the context's deadline (ContextTimeoutEnabled).
+func honoursContext(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// boundedByContext reports whether every call returns by its context's
+// deadline: a Locker with this node alone calls it inline, without a
+// hand-over to a worker.
+func (n *RedisNode) boundedByContext() bool { return n.bounded }
 
 func clientAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
