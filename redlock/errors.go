@@ -31,6 +31,9 @@ var (
 	ErrWrongType = errors.New("redlock: key holds a value of the wrong type")
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("redlock: locker closed")
+	// ErrLeaseOrphaned is the cause of a lease's Context after Orphan, and
+	// is wrapped by Release on an orphaned lease.
+	ErrLeaseOrphaned = errors.New("redlock: lease orphaned")
 	// ErrNodeFull means a node cannot take a lock because it is out of
 	// memory: its used memory is above maxmemory, and it evicts nothing
 	// (maxmemory-policy noeviction, as Redlock requires), so it refuses

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -156,8 +155,10 @@ func (ls *Lease) lose(latency time.Duration) {
 // when a majority deleted it; an error wrapping ErrLeaseLost when the lease
 // had already been lost or had expired; an error wrapping ErrNoQuorum when
 // no majority could be reached (the lock then expires by its TTL); and an
-// error wrapping ErrLeaseReleased when called again. If ctx ends first,
-// Release returns ctx's error and the release completes in the background.
+// error wrapping ErrLeaseReleased when called again. It waits for the
+// nodes at most NodeCallTimeout; if a renewal is running and ctx ends
+// first, Release returns ctx's error and the release completes in the
+// background.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	again, orphaned := ls.releaseCalled, ls.orphaned
@@ -195,10 +196,6 @@ func (ls *Lease) Release(ctx context.Context) error {
 	return ls.releaseErr
 }
 
-// ErrLeaseOrphaned is the cause of a lease's Context after Orphan, and is
-// wrapped by Release on an orphaned lease.
-var ErrLeaseOrphaned = errors.New("redlock: lease orphaned")
-
 // Orphan stops renewing the lease without releasing it: the lock stays on
 // the nodes until its TTL runs out, or until a release by token
 // (Locker.Release, redlock-cli release) deletes it. This process gives up
@@ -209,9 +206,14 @@ var ErrLeaseOrphaned = errors.New("redlock: lease orphaned")
 func (ls *Lease) Orphan() {
 	ls.mu.Lock()
 	owner := false
-	if !ls.releaseCalled && ls.ctx.Err() == nil {
-		ls.orphaned, ls.releaseCalled, ls.ending = true, true, true
-		ls.cancel(ErrLeaseOrphaned)
+	if !ls.releaseCalled {
+		if ls.ctx.Err() == nil {
+			ls.orphaned, ls.releaseCalled = true, true
+			ls.cancel(ErrLeaseOrphaned)
+		}
+		// A lease already lost ends here too, rather than at its next
+		// renewal time.
+		ls.ending = true
 		owner = ls.timer.Stop()
 	}
 	ls.mu.Unlock()

@@ -66,27 +66,21 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 // whether it stopped because time ran out.
 func gather[T any](ctx context.Context, replies <-chan reply[T], deadline <-chan struct{}, n int, take func(reply[T]) (decided bool)) (read int, late bool) {
 	for read < n {
+		var r reply[T]
 		select {
-		case r := <-replies:
-			read++
-			if take(r) {
-				return read, false
-			}
+		case r = <-replies:
 		case <-ctx.Done():
 			return read, false
 		case <-deadline:
 			// Time is up, or every call finished and its reply is waiting.
-			for read < n {
-				select {
-				case r := <-replies:
-					read++
-					if take(r) {
-						return read, false
-					}
-				default:
-					return read, true
-				}
+			select {
+			case r = <-replies:
+			default:
+				return read, true
 			}
+		}
+		read++
+		if take(r) {
 			return read, false
 		}
 	}
