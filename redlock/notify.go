@@ -4,101 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// Notifier is an optional capability of a Node: it announces releases, so
-// that waiters retry as soon as a lock is released instead of waiting out
-// their backoff. RedisNode implements it with Redis pub/sub on the release
-// channel (key + ":released"). A Locker opens at most one Subscription per
-// node, shared by all its waiters, when it first has to wait.
-type Notifier interface {
-	// Subscribe opens a subscription that calls onRelease with the lock key
-	// and the release id (releaseID of the released token) of every release
-	// announced for a watched key. onRelease must not block.
-	Subscribe(onRelease func(key, id string)) Subscription
-}
-
-// Subscription is a Notifier's open subscription.
-type Subscription interface {
-	// Watch starts announcing releases of key.
-	Watch(ctx context.Context, key string) error
-	// Unwatch stops announcing releases of key.
-	Unwatch(ctx context.Context, key string) error
-	// Close ends the subscription and waits for its goroutines to stop.
-	Close() error
-}
-
-var _ Notifier = (*RedisNode)(nil)
-
-// Subscribe implements Notifier with one pub/sub connection.
-func (n *RedisNode) Subscribe(onRelease func(key, id string)) Subscription {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &redisSubscription{ps: n.client.Subscribe(ctx), cancel: cancel, done: make(chan struct{})}
-	go s.receive(ctx, onRelease)
-	return s
-}
-
-type redisSubscription struct {
-	ps     *redis.PubSub
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// receive delivers release messages until Close. Errors (a node that is
-// down) are retried with a growing pause; go-redis resubscribes the
-// watched channels when it reconnects.
-func (s *redisSubscription) receive(ctx context.Context, onRelease func(key, id string)) {
-	defer close(s.done)
-	pause := 50 * time.Millisecond
-	for {
-		msg, err := s.ps.ReceiveTimeout(ctx, 30*time.Second)
-		if ctx.Err() != nil || errors.Is(err, redis.ErrClosed) {
-			return
-		}
-		if err != nil {
-			var nerr interface{ Timeout() bool }
-			if errors.As(err, &nerr) && nerr.Timeout() {
-				_ = s.ps.Ping(ctx) // keep an idle connection known to be alive
-				continue
-			}
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			pause = min(2*pause, time.Second)
-			continue
-		}
-		pause = 50 * time.Millisecond
-		if m, ok := msg.(*redis.Message); ok {
-			if key, ok := strings.CutSuffix(m.Channel, ":released"); ok {
-				onRelease(key, m.Payload)
-			}
-		}
-	}
-}
-
-func (s *redisSubscription) Watch(ctx context.Context, key string) error {
-	return s.ps.Subscribe(ctx, releaseChannel(key))
-}
-
-func (s *redisSubscription) Unwatch(ctx context.Context, key string) error {
-	return s.ps.Unsubscribe(ctx, releaseChannel(key))
-}
-
-func (s *redisSubscription) Close() error {
-	s.cancel()
-	err := s.ps.Close()
-	<-s.done
-	return err
-}
 
 // waitHub lets a Locker's waiters sleep until a release of their key has
 // been announced by a majority of nodes (a release heard from fewer nodes
@@ -255,11 +164,18 @@ func (h *waitHub) released(key, id string) {
 // notify is called by the subscriptions for every announced release; once
 // a majority of nodes announced the same release, the first waiter in line
 // is woken, once per release.
+//
+// An empty id says that a node's announcements of key may have been missed
+// (its subscription was cut and is back): the first waiter tries again.
 func (h *waitHub) notify(key, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kw := h.keys[key]
 	if kw == nil {
+		return
+	}
+	if id == "" {
+		kw.queue[0].signal()
 		return
 	}
 	r := kw.release(id)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,9 @@ type RedisNode struct {
 	client  redis.UniversalClient
 	addr    string
 	bounded bool // the client honours context deadlines
+	// failover is set for a Sentinel group built by Dial: its
+	// subscriptions follow the primary through failovers.
+	failover *redis.FailoverOptions
 }
 
 var _ Node = (*RedisNode)(nil)
@@ -53,10 +57,17 @@ func honoursContext(c redis.UniversalClient) bool {
 // hand-over to a worker.
 func (n *RedisNode) boundedByContext() bool { return n.bounded }
 
+// unnamedFailovers numbers the Sentinel clients given to NewRedisNode, whose
+// options do not say which primary they follow.
+var unnamedFailovers atomic.Int64
+
 func clientAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().Addr
+		if a := c.Options().Addr; a != "FailoverClient" {
+			return a
+		}
+		return fmt.Sprintf("sentinel#%d", unnamedFailovers.Add(1))
 	case *redis.ClusterClient:
 		return "cluster(" + strings.Join(c.Options().Addrs, ",") + ")"
 	case *redis.Ring:
@@ -65,7 +76,10 @@ func clientAddr(c redis.UniversalClient) string {
 	return fmt.Sprintf("%T", c)
 }
 
-// Addr returns the server's host:port.
+// Addr returns the node's name: the server's host:port (or socket path),
+// cluster(seed,...) for a Redis Cluster, sentinel(master@sentinel,...) for a
+// Sentinel group dialled by Dial, and sentinel#N for a Sentinel client given
+// to NewRedisNode (such a client does not say which primary it follows).
 func (n *RedisNode) Addr() string { return n.addr }
 
 // Client returns the go-redis client behind the node.

@@ -1,0 +1,222 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Notifier is an optional capability of a Node: it announces releases, so
+// that waiters retry as soon as a lock is released instead of waiting out
+// their backoff. RedisNode implements it with Redis pub/sub on the release
+// channel (key + ":released"). A Locker opens at most one Subscription per
+// node, shared by all its waiters, when it first has to wait.
+type Notifier interface {
+	// Subscribe opens a subscription that calls onRelease with the lock key
+	// and the release id (releaseID of the released token) of every release
+	// announced for a watched key, and with an empty id when announcements
+	// of the key may have been missed (the subscription was cut and is
+	// back): the Locker's waiter then tries once more. onRelease must not
+	// block.
+	Subscribe(onRelease func(key, id string)) Subscription
+}
+
+// Subscription is a Notifier's open subscription.
+type Subscription interface {
+	// Watch starts announcing releases of key. A nil error means the key
+	// stays watched, across reconnections, until Unwatch.
+	Watch(ctx context.Context, key string) error
+	// Unwatch stops announcing releases of key.
+	Unwatch(ctx context.Context, key string) error
+	// Close ends the subscription and waits for its goroutines to stop.
+	Close() error
+}
+
+var _ Notifier = (*RedisNode)(nil)
+
+// Subscribe implements Notifier with one pub/sub connection, which follows
+// the node: it is re-established after any error, on a Sentinel group's
+// current primary or on any reachable primary of a cluster (where every
+// node hears every announcement), and every watched key is then reported
+// with an empty release id, since releases may have been announced while
+// it was away.
+func (n *RedisNode) Subscribe(onRelease func(key, id string)) Subscription {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &redisSubscription{node: n, cancel: cancel, done: make(chan struct{}), channels: make(map[string]bool)}
+	go s.receive(ctx, onRelease)
+	return s
+}
+
+type redisSubscription struct {
+	node   *RedisNode
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	ps       *redis.PubSub   // nil until the first connection
+	channels map[string]bool // the watched release channels
+}
+
+// redialTimeout bounds the re-establishment of a subscription.
+const redialTimeout = 2 * time.Second
+
+// receive delivers release messages until Close. After an error (the
+// server is down, the connection was killed by a failover) it pauses, with
+// a pause that grows to a second, then re-establishes the subscription.
+func (s *redisSubscription) receive(ctx context.Context, onRelease func(key, id string)) {
+	defer close(s.done)
+	pause := 50 * time.Millisecond
+	first := true
+	for {
+		keys, err := s.redial(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && !first:
+			for _, k := range keys {
+				onRelease(k, "")
+			}
+		}
+		first = false
+		if err == nil {
+			pause = 50 * time.Millisecond
+			s.deliver(ctx, onRelease)
+		}
+		if !sleep(ctx, pause) {
+			return
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// deliver passes on the current connection's messages until it fails or
+// ctx ends.
+func (s *redisSubscription) deliver(ctx context.Context, onRelease func(key, id string)) {
+	s.mu.Lock()
+	ps := s.ps
+	s.mu.Unlock()
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, 30*time.Second)
+		var nerr interface{ Timeout() bool }
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if m, ok := msg.(*redis.Message); ok {
+				if key, ok := strings.CutSuffix(m.Channel, ":released"); ok && m.Payload != "" {
+					onRelease(key, m.Payload)
+				}
+			}
+		case errors.As(err, &nerr) && nerr.Timeout() && ps.Ping(ctx) == nil:
+			// An idle connection, known to be alive.
+		default:
+			return
+		}
+	}
+}
+
+// redial replaces the pub/sub connection with a new one subscribed to every
+// watched channel, and returns the watched keys.
+func (s *redisSubscription) redial(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, redialTimeout)
+	defer cancel()
+	ps := s.dial(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ps != nil {
+		_ = s.ps.Close()
+	}
+	s.ps = ps
+	if ctx.Err() != nil { // closed meanwhile
+		return nil, ctx.Err()
+	}
+	chans := make([]string, 0, len(s.channels))
+	keys := make([]string, 0, len(s.channels))
+	for ch := range s.channels {
+		chans = append(chans, ch)
+		keys = append(keys, strings.TrimSuffix(ch, ":released"))
+	}
+	if len(chans) == 0 {
+		return nil, ps.Ping(ctx)
+	}
+	return keys, ps.Subscribe(ctx, chans...)
+}
+
+// dial opens a pub/sub connection (go-redis connects on its first
+// command): on the node's server, a Sentinel group's current primary, or a
+// cluster's first primary that answers a PING.
+func (s *redisSubscription) dial(ctx context.Context) *redis.PubSub {
+	cc, ok := s.node.client.(*redis.ClusterClient)
+	if !ok {
+		return s.node.client.Subscribe(context.Background())
+	}
+	var mu sync.Mutex
+	var live *redis.Client
+	_ = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		err := m.Ping(ctx).Err()
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && live == nil {
+			live = m
+		}
+		return err
+	})
+	if live == nil {
+		return cc.Subscribe(context.Background()) // fails on use; retried
+	}
+	return live.Subscribe(context.Background())
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Watch records key as watched and subscribes to its release channel. A
+// failure cuts the connection: the key stays watched, the subscription is
+// re-established in the background and the key is then reported with an
+// empty release id.
+func (s *redisSubscription) Watch(ctx context.Context, key string) error {
+	ch := releaseChannel(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[ch] = true
+	if s.ps != nil && s.ps.Subscribe(ctx, ch) != nil {
+		_ = s.ps.Close()
+	}
+	return nil
+}
+
+func (s *redisSubscription) Unwatch(ctx context.Context, key string) error {
+	ch := releaseChannel(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.channels, ch)
+	if s.ps == nil {
+		return nil
+	}
+	return s.ps.Unsubscribe(ctx, ch)
+}
+
+func (s *redisSubscription) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	var err error
+	if s.ps != nil {
+		err = s.ps.Close() // ends a receive that ignores its context
+	}
+	s.mu.Unlock()
+	<-s.done
+	return err
+}
