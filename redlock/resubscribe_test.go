@@ -1,0 +1,71 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// realSubscribed waits until every server has n subscribers on key's
+// release channel.
+func realSubscribed(t *testing.T, servers []*testutil.RedisServer, key string, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			got, err := s.Client().PubSubNumSub(context.Background(), key+":released").Result()
+			if err != nil || got[key+":released"] != n {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestWaiterRetriesWhenItsSubscriptionComesBack: a release whose
+// announcement a waiter could not hear (its pub/sub connections were cut,
+// as a failover or a restart cuts them) does not leave it asleep until its
+// backoff: when the subscriptions are re-established the waiter tries
+// again, and takes the lock.
+func TestWaiterRetriesWhenItsSubscriptionComesBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3)
+	// The holder's TTL (which also bounds a waiter's sleep) and the
+	// backoff are far beyond the test's patience.
+	l := newLocker(t, c.Nodes(), slowPolling(redlock.Config{LeaseDuration: time.Minute}))
+	holder, err := l.TryAcquire(testutil.Context(t), "cut")
+	require.NoError(t, err)
+	holder.Orphan() // this test ends the lock behind the holder's back
+
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(testutil.Context(t), "cut")
+		if err == nil {
+			err = lease.Release(context.Background())
+		}
+		got <- err
+	}()
+	key := l.Key("cut")
+	realSubscribed(t, c.Servers(), key, 1)
+
+	// The lock disappears without an announcement (as if released while
+	// the waiter's connections were down), then the connections are cut.
+	for _, s := range c.Servers() {
+		require.NoError(t, s.Client().Del(context.Background(), key).Err())
+	}
+	for _, s := range c.Servers() {
+		require.NoError(t, s.Client().Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	}
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not try again when its subscriptions came back")
+	}
+}
