@@ -1,0 +1,59 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// TestRun runs three clients on one shared Locker and one resource over
+// in-process nodes: they hand the lock to each other, and every
+// acquisition of the window is counted once.
+func TestRun(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
+	l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+
+	r := Start(context.Background(), Config{
+		Lockers:        []*redlock.Locker{l},
+		Clients:        3,
+		Resources:      []string{"loadgen:test"},
+		Hold:           time.Millisecond,
+		Wait:           5 * time.Second,
+		ReleaseTimeout: time.Second,
+		Warmup:         50 * time.Millisecond,
+		Duration:       400 * time.Millisecond,
+		ErrorKind:      func(op Op, err error) string { return fmt.Sprint(op, ": ", err) },
+	})
+	p := r.Progress(time.Now())
+	require.Positive(t, p.WarmupLeft)
+	require.Zero(t, p.Acquire.N)
+	res := r.Wait()
+
+	require.Empty(t, res.Errors)
+	require.Zero(t, res.ErrorsTotal)
+	require.InDelta(t, 400*time.Millisecond, res.Window, float64(50*time.Millisecond))
+	require.Positive(t, res.Acquire.N)
+	require.Len(t, res.PerClient, 3)
+	var sum int64
+	for _, n := range res.PerClient {
+		sum += n
+	}
+	require.Equal(t, int64(res.Acquire.N), sum)
+	require.Positive(t, res.Handoff.N, "three clients on one resource hand it over")
+	require.LessOrEqual(t, int64(res.Handoff.N)+res.SameClient, sum)
+	require.LessOrEqual(t, res.FairShareMin, 1.0)
+	require.GreaterOrEqual(t, res.FairShareMax, 1.0)
+
+	p = r.Progress(time.Now())
+	require.Zero(t, p.WarmupLeft)
+	require.GreaterOrEqual(t, p.Total, sum)
+	require.Equal(t, res.Acquire.N, p.Acquire.N)
+}
