@@ -6,21 +6,19 @@
 // (demo). run and bench serve Prometheus metrics with --metrics-addr.
 //
 // Exit codes are listed by "redlock-cli --help" and in README.md (section "Command line").
+//
+// The commands live in internal/cli; this package only wires them to the
+// process.
 package main
 
 import (
 	"context"
 	"os"
+
+	"github.com/e6344662/go-redlock/internal/cli"
 )
 
-// quietLogger drops go-redis's internal log lines (such as failed dials to
-// a node that is down): redlock-cli reports node failures itself, in one
-// line.
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func main() {
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
-	os.Exit(a.execute(context.Background(), os.Args[1:]))
+	a := &cli.App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	os.Exit(a.Execute(context.Background(), os.Args[1:]))
 }

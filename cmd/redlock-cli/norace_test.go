@@ -1,7 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled reports whether the tests run with the race detector, so that
-// the binary under test is built with it too.
-const raceEnabled = false

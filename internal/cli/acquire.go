@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// acquireResult is the --json output of acquire.
+type acquireResult struct {
+	Resource  string   `json:"resource"`
+	Key       string   `json:"key"`
+	Token     string   `json:"token"`
+	Fence     uint64   `json:"fence"`
+	Owner     string   `json:"owner"`
+	Granted   []string `json:"granted"`
+	ExpiresAt string   `json:"expires_at"`
+	TTLMillis int64    `json:"ttl_ms"`
+}
+
+// acquireCmd builds acquire.
+func (a *App) acquireCmd() *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "acquire RESOURCE [--wait DURATION]",
+		Short: "Take a lock and print its token; it lives until its TTL",
+		Long: `Take the lock on RESOURCE and print the resource, the token, the fencing
+token, the nodes that granted it and when it expires. One attempt by default;
+with --wait, retry until the lock is free or DURATION has passed.
+
+No process stays behind to renew the lock: it expires after --ttl unless
+"redlock-cli renew" extends it or "redlock-cli release" deletes it, both with
+the printed token. The token is a secret: whoever has it can release the lock.
+
+` + exitCodeHelp,
+		Args: exactArgs("RESOURCE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resource := args[0]
+			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource)); err != nil {
+				return err
+			}
+			return a.withSession(cmd.Context(), func(ctx context.Context, s *session) error {
+				lease, err := a.lock(ctx, s, resource, wait)
+				if err != nil {
+					return err
+				}
+				// The lock outlives this process: stop renewing it, and
+				// keep Close from releasing it.
+				lease.Orphan()
+				a.printAcquired(s, lease)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the lock (default: one attempt)")
+	return cmd
+}
+
+// lock makes one attempt on resource, or with wait > 0 retries for up to
+// wait. Failures are *cliError values.
+func (a *App) lock(ctx context.Context, s *session, resource string, wait time.Duration) (*redlock.Lease, error) {
+	if wait <= 0 {
+		lease, err := s.locker.TryAcquire(ctx, resource)
+		if err != nil {
+			return nil, a.acquireFailure(ctx, s, resource, err, 0)
+		}
+		return lease, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	lease, err := s.locker.Acquire(wctx, resource)
+	if err != nil {
+		return nil, a.acquireFailure(ctx, s, resource, err, wait)
+	}
+	return lease, nil
+}
+
+// acquireFailure maps a failed acquisition to a *cliError: interrupted, no
+// quorum, busy, or (after waiting) still busy when --wait ran out.
+func (a *App) acquireFailure(ctx context.Context, s *session, resource string, err error, waited time.Duration) *cliError {
+	if ie := interrupted(ctx); ie != nil {
+		return ie
+	}
+	var ae *redlock.AcquireError
+	isAE := errors.As(err, &ae)
+	switch {
+	case errors.Is(err, redlock.ErrNoQuorum) && isAE:
+		return noQuorumError(err, ae.Granted+len(ae.Refused), ae.Total)
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes))
+	case errors.Is(err, redlock.ErrNotAcquired) && isAE:
+		owner, _ := a.holder(ctx, s, resource)
+		return busyError(ae, owner)
+	case waited > 0 && errors.Is(err, context.DeadlineExceeded):
+		msg := fmt.Sprintf("gave up waiting for %q after %s: still busy", resource, waited)
+		extra := map[string]any{"waited_ms": waited.Milliseconds()}
+		owner, ttl := a.holder(ctx, s, resource)
+		if owner != "" {
+			msg += ", held by " + owner
+			extra["holder_owner"] = owner
+		}
+		if ttl < 0 {
+			msg += " with no expiry: not a redlock lock, it stays until deleted"
+			extra["holder_ttl_ms"] = ttlMillis(ttl)
+		}
+		return &cliError{code: exitBusy, kind: kindTimeout, msg: msg, err: err, extra: extra}
+	}
+	return classify(err)
+}
+
+// holder returns the owner label of resource's holder ("" when it cannot
+// tell within one call timeout) and its TTL (negative: the key has no
+// expiry; zero when unknown).
+func (a *App) holder(ctx context.Context, s *session, resource string) (owner string, ttl time.Duration) {
+	ictx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
+	defer cancel()
+	st, err := s.locker.Inspect(ictx, resource)
+	if err != nil || st.State != redlock.Held {
+		return "", 0
+	}
+	return st.Holder.Owner, st.Holder.TTL
+}
+
+// printAcquired prints the lock acquire took.
+func (a *App) printAcquired(s *session, lease *redlock.Lease) {
+	until := lease.ValidUntil()
+	res := acquireResult{
+		Resource:  lease.Resource(),
+		Key:       s.locker.Key(lease.Resource()),
+		Token:     lease.Token(),
+		Fence:     uint64(lease.Fence()),
+		Owner:     s.locker.Config().Owner,
+		Granted:   lease.Granted(),
+		ExpiresAt: expiresAt(until),
+		TTLMillis: time.Until(until).Milliseconds(),
+	}
+	a.report(res, func() {
+		tw := a.table()
+		fmt.Fprintf(tw, "resource:\t%s\n", res.Resource)
+		fmt.Fprintf(tw, "token:\t%s\n", res.Token)
+		fmt.Fprintf(tw, "fence:\t%d\n", res.Fence)
+		fmt.Fprintf(tw, "owner:\t%s\n", res.Owner)
+		fmt.Fprintf(tw, "granted:\t%s (%d of %d nodes)\n", strings.Join(res.Granted, ","), len(res.Granted), len(s.nodes))
+		fmt.Fprintf(tw, "expires:\t%s (in %s)\n", res.ExpiresAt, fmtDuration(time.Until(until)))
+		_ = tw.Flush()
+	})
+}

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// TestE2ENodesThatCannotGrant: when too many nodes for a majority are out
+// of memory, acquire says so and exits 8 (not 3, "cannot reach"), at once
+// even with --wait: waiting does not free memory.
+func TestE2ENodesThatCannotGrant(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers()[1:] {
+		require.NoError(t, s.Do(ctx, "DEBUG", "POPULATE", 20000, "filler", 100).Err())
+		require.NoError(t, s.Do(ctx, "CONFIG", "SET", "maxmemory", "1mb").Err())
+	}
+	env := nodesEnv(c.URLs())
+
+	r := cli(t, env, "acquire", "full")
+	requireCode(t, r, exitCannotGrant, "out of memory")
+	require.Contains(t, r.stderr, "OOM")
+
+	r = cli(t, env, "acquire", "full", "--wait", "20s", "--json")
+	requireCode(t, r, exitCannotGrant, "out of memory")
+	require.Less(t, r.elapsed, 10*time.Second, "gave up at once, not after --wait")
+	e := decode(t, r)
+	require.Equal(t, kindNodeFull, e["error"])
+	require.Equal(t, float64(exitCannotGrant), e["exit_code"])
+	require.Equal(t, 3.0, e["total"])
+	require.Equal(t, 2.0, e["needed"])
+
+	for i, s := range c.Servers() {
+		n, err := s.Do(context.WithoutCancel(ctx), "EXISTS", "redlock:{full}").Int()
+		require.NoError(t, err)
+		require.Zero(t, n, "node %d: no lock left behind", i)
+	}
+	require.False(t, strings.Contains(r.stdout, "no_quorum"))
+}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// composeConfig returns the redis-server settings of docker-compose.yml's
+// "command:" line as redis.conf lines.
+func composeConfig(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docker-compose.yml")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "command:")
+		if !ok {
+			continue
+		}
+		var argv []string
+		require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(rest)), &argv), line)
+		require.Equal(t, "redis-server", argv[0])
+		require.Zero(t, len(argv[1:])%2, "odd arguments: %q", argv)
+		var conf []string
+		for i := 1; i < len(argv); i += 2 {
+			name, ok := strings.CutPrefix(argv[i], "--")
+			require.True(t, ok, argv[i])
+			conf = append(conf, name+" "+argv[i+1])
+		}
+		return conf
+	}
+	t.Fatal("no command: line in docker-compose.yml")
+	return nil
+}
+
+// doctorChecks runs doctor --json and indexes its checks by node and name.
+func doctorChecks(t *testing.T, urls []string) (result, doctorResult, map[string]check) {
+	t.Helper()
+	r := cli(t, nodesEnv(urls), "doctor", "--json", "--timeout", "1s")
+	var res doctorResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	byKey := map[string]check{}
+	for _, c := range res.Checks {
+		byKey[c.Node+" "+c.Check] = c
+	}
+	return r, res, byKey
+}
+
+// TestE2EDoctorComposeConfig: servers configured like docker-compose.yml
+// pass every check.
+func TestE2EDoctorComposeConfig(t *testing.T) {
+	t.Parallel()
+	conf := composeConfig(t)
+	require.Contains(t, conf, "appendfsync always")
+	require.Contains(t, conf, "maxmemory-policy noeviction")
+	c := testutil.StartRedis(t, 5, testutil.WithConfig(conf...))
+
+	r, res, checks := doctorChecks(t, c.URLs())
+	requireCode(t, r, exitOK, "")
+	require.True(t, res.OK)
+	require.Zero(t, res.Fail)
+	require.Zero(t, res.Warn, "checks: %+v", res.Checks)
+	require.Len(t, res.Checks, 5*7+3)
+	for _, s := range c.Servers() {
+		for _, name := range []string{"reachable", "version", "role", "persistence", "eviction", "scripts", "clock"} {
+			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s", s.Addr(), name)
+		}
+	}
+
+	r = cli(t, nodesEnv(c.URLs()), "doctor")
+	requireCode(t, r, exitOK, "")
+	require.Regexp(t, `(?m)^NODE\s+CHECK\s+STATUS\s+DETAIL$`, r.stdout)
+	require.Contains(t, r.stdout, "appendonly yes, appendfsync always")
+	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 38 OK")
+}
+
+// TestE2EDoctorFlagsUnsafeNodes: eviction policies that can drop lock keys
+// and a replica are FAIL, no persistence and a primary with a replica WARN.
+func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
+	t.Parallel()
+	primary := testutil.StartRedisServer(t)
+	lru := testutil.StartRedisServer(t, testutil.WithConfig("maxmemory-policy allkeys-lru", "maxmemory 100mb"))
+	noAOF := testutil.StartRedisServer(t, testutil.WithConfig("appendonly no"))
+	volatile := testutil.StartRedisServer(t, testutil.WithConfig("maxmemory-policy volatile-ttl"))
+	replica := testutil.StartRedisServer(t, testutil.WithConfig("replicaof 127.0.0.1 "+strconv.Itoa(primary.Port())))
+	waitFor(t, 10*time.Second, "the replica to connect", func() bool {
+		info, err := primary.Do(t.Context(), "INFO", "replication").Text()
+		return err == nil && strings.Contains(info, "connected_slaves:1")
+	})
+
+	urls := []string{primary.URL(), lru.URL(), noAOF.URL(), volatile.URL(), replica.URL()}
+	r, res, checks := doctorChecks(t, urls)
+	requireCode(t, r, exitFailure, "doctor: 3 checks FAIL")
+	require.False(t, res.OK)
+	require.Equal(t, 3, res.Fail)
+
+	want := map[string]string{
+		lru.Addr() + " eviction":         statusFail,
+		volatile.Addr() + " eviction":    statusFail,
+		replica.Addr() + " role":         statusFail,
+		primary.Addr() + " role":         statusWarn,
+		noAOF.Addr() + " persistence":    statusWarn,
+		primary.Addr() + " eviction":     statusOK,
+		primary.Addr() + " persistence":  statusOK,
+		replica.Addr() + " scripts":      statusOK,
+		clusterNode + " node_count":      statusOK,
+		clusterNode + " quorum":          statusOK,
+		clusterNode + " distinct":        statusOK,
+		lru.Addr() + " reachable":        statusOK,
+		noAOF.Addr() + " version":        statusOK,
+		volatile.Addr() + " persistence": statusOK,
+	}
+	for key, status := range want {
+		require.Equal(t, status, checks[key].Status, "%s: %+v", key, checks[key])
+	}
+	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "allkeys-lru can evict lock and fence keys")
+	require.Contains(t, checks[replica.Addr()+" role"].Detail, fmt.Sprintf("replica of 127.0.0.1:%d", primary.Port()))
+	require.Contains(t, checks[noAOF.Addr()+" persistence"].Detail, "appendonly no: a restart forgets")
+
+	r = cli(t, nodesEnv(urls), "doctor")
+	requireCode(t, r, exitFailure, "")
+	require.Regexp(t, `(?m)^`+lru.Addr()+`\s+eviction\s+FAIL\s+maxmemory-policy allkeys-lru`, r.stdout)
+	require.Regexp(t, `(?m)^`+replica.Addr()+`\s+role\s+FAIL\s+replica of`, r.stdout)
+	require.Contains(t, r.stdout, "doctor: 3 FAIL, 2 WARN")
+}
+
+// TestE2EDoctorNodeSet: checks on the node set as a whole.
+func TestE2EDoctorNodeSet(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 4)
+	urls := c.URLs()
+
+	_, res, checks := doctorChecks(t, urls)
+	require.True(t, res.OK)
+	require.Equal(t, statusWarn, checks["* node_count"].Status)
+	require.Contains(t, checks["* node_count"].Detail, "4 nodes tolerate 1 down, as 3 would")
+
+	// The same server under two names counts once.
+	dup := "redis://localhost:" + strconv.Itoa(c.Server(0).Port())
+	_, res, checks = doctorChecks(t, []string{urls[0], urls[1], dup})
+	require.False(t, res.OK)
+	require.Equal(t, statusFail, checks["* distinct"].Status)
+	require.Contains(t, checks["* distinct"].Detail, c.Server(0).Addr()+" = localhost:")
+
+	// A majority down: those nodes and the quorum are FAIL.
+	require.NoError(t, c.Server(1).Kill())
+	require.NoError(t, c.Server(2).Kill())
+	r, res, checks := doctorChecks(t, urls[:3])
+	requireCode(t, r, exitFailure, "")
+	require.Equal(t, statusFail, checks[c.Server(1).Addr()+" reachable"].Status)
+	require.Equal(t, "connection refused", checks[c.Server(1).Addr()+" reachable"].Detail)
+	require.Equal(t, statusFail, checks["* quorum"].Status)
+	require.Equal(t, 3, res.Fail)
+
+	// A single node.
+	_, _, checks = doctorChecks(t, urls[:1])
+	require.Equal(t, statusWarn, checks["* node_count"].Status)
+}
+
+// TestE2EDoctorConfigRefused: a server that refuses CONFIG (as managed
+// services do) cannot be verified: WARN, not OK.
+func TestE2EDoctorConfigRefused(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	locked := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command CONFIG ""`))
+	urls := append(c.URLs()[:2], locked.URL())
+	r, res, checks := doctorChecks(t, urls)
+	requireCode(t, r, exitOK, "")
+	require.Equal(t, 2, res.Warn)
+	for _, name := range []string{"persistence", "eviction"} {
+		ch := checks[locked.Addr()+" "+name]
+		require.Equal(t, statusWarn, ch.Status)
+		require.Contains(t, ch.Detail, "cannot read the configuration (CONFIG GET: ERR unknown command")
+	}
+	require.Equal(t, statusOK, checks[locked.Addr()+" scripts"].Status)
+}

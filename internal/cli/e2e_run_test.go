@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// TestE2ERunEnvAndExitCode: run gives COMMAND the lease's variables, exits
+// with COMMAND's code and releases the lock.
+func TestE2ERunEnvAndExitCode(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "env.json")
+
+	r := cli(t, append(env, childEnv("env", out, "REDLOCK_E2E_EXIT=7")...), "run", "build-cache", "--", testBin, "-test.run=^$")
+	requireCode(t, r, 7, "")
+	require.Empty(t, r.stderr)
+	var got map[string]string
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(b), &got))
+	require.Equal(t, "build-cache", got[envResource])
+	require.Regexp(t, `^[0-9a-f]{32}$`, got[envToken])
+	fence, err := strconv.ParseUint(got[envFence], 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, fence, uint64(1))
+
+	// Released on exit: the lock is free and the token holds nothing.
+	r = cli(t, env, "status", "build-cache", "--json")
+	requireCode(t, r, exitOK, "")
+	require.Equal(t, "free", decode(t, r)["state"])
+	r = cli(t, env, "release", "build-cache", "--token", got[envToken])
+	requireCode(t, r, exitNotHeld, "")
+
+	// Exit 0, and the JSON result after COMMAND's own output.
+	r = cli(t, append(env, childEnv("env", out, "REDLOCK_E2E_EXIT=0")...), "run", "build-cache", "--json", "--", testBin)
+	requireCode(t, r, exitOK, "")
+	res := decode(t, r)
+	require.Equal(t, 0.0, res["exit_code"])
+	require.Equal(t, 0.0, res["child_exit_code"])
+	require.Equal(t, false, res["lease_lost"])
+	require.Equal(t, true, res["released"])
+	require.Greater(t, res["fence"].(float64), float64(fence))
+
+	// A COMMAND killed by a signal: 128 + the signal number.
+	r = cli(t, append(env, childEnv("selfkill", out)...), "run", "build-cache", "--", testBin)
+	requireCode(t, r, 128+int(syscall.SIGKILL), "")
+
+	// COMMAND not found, or not executable: 127 and 126, lock released.
+	r = cli(t, env, "run", "build-cache", "--", "/nonexistent/tool", "-x")
+	requireCode(t, r, exitNotFound, `COMMAND "/nonexistent/tool" not found`)
+	r = cli(t, env, "run", "build-cache", "--", out)
+	requireCode(t, r, exitCannotExec, "permission denied")
+	r = cli(t, env, "status", "build-cache", "--json")
+	require.Equal(t, "free", decode(t, r)["state"])
+}
+
+// TestE2ERunBusy: with the lock held, run exits 4 without starting COMMAND,
+// or waits for it with --wait.
+func TestE2ERunBusy(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "out")
+	r := cli(t, env, "acquire", "nightly", "--ttl", "1500ms")
+	requireCode(t, r, exitOK, "")
+
+	r = cli(t, append(env, childEnv("env", out)...), "run", "nightly", "--", testBin)
+	requireCode(t, r, exitBusy, `"nightly" is busy`)
+	_, err := os.Stat(out)
+	require.True(t, os.IsNotExist(err), "COMMAND ran without the lock")
+
+	r = cli(t, append(env, childEnv("env", out)...), "run", "nightly", "--wait", "10s", "--", testBin)
+	requireCode(t, r, exitOK, "")
+	_, err = os.Stat(out)
+	require.NoError(t, err)
+}
+
+// TestE2ERunNoOverlap: concurrent runs of one resource never overlap, and
+// REDLOCK_FENCE strictly increases from one holder to the next.
+func TestE2ERunNoOverlap(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 5)
+	out := filepath.Join(t.TempDir(), "intervals")
+	env := append(nodesEnv(c.URLs()), childEnv("interval", out, "REDLOCK_E2E_SLEEP=150ms")...)
+
+	const procs, rounds = 3, 3
+	var wg sync.WaitGroup
+	results := make([][]result, procs)
+	for p := range procs {
+		wg.Go(func() {
+			for range rounds {
+				results[p] = append(results[p], cli(t, env, "run", "shared", "--wait", "20s", "--", testBin))
+			}
+		})
+	}
+	wg.Wait()
+	for _, rs := range results {
+		for _, r := range rs {
+			requireCode(t, r, exitOK, "")
+		}
+	}
+
+	type interval struct {
+		start, end int64
+		fence      uint64
+	}
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	open := map[uint64]int64{}
+	var ivs []interval
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var kind string
+		var at int64
+		var fence uint64
+		_, err := fmt.Sscanf(line, "%s %d %d", &kind, &at, &fence)
+		require.NoError(t, err, line)
+		if kind == "start" {
+			open[fence] = at
+			continue
+		}
+		ivs = append(ivs, interval{start: open[fence], end: at, fence: fence})
+	}
+	require.Len(t, ivs, procs*rounds)
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+	for i := 1; i < len(ivs); i++ {
+		require.Greater(t, ivs[i].start, ivs[i-1].end, "runs %d and %d overlap", i-1, i)
+		require.Greater(t, ivs[i].fence, ivs[i-1].fence, "REDLOCK_FENCE did not increase")
+	}
+}
+
+// TestE2ERunLeaseLost: killing a majority of the nodes while COMMAND runs
+// ends the lease; COMMAND is stopped and run exits 6.
+func TestE2ERunLeaseLost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		mode      string
+		wantMsg   string
+		killAfter string
+	}{
+		{"hang", "COMMAND was stopped (SIGTERM)", "10s"},
+		{"stubborn", "COMMAND was stopped (SIGTERM, then SIGKILL)", "300ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			c := testutil.StartRedis(t, 5)
+			out := filepath.Join(t.TempDir(), "out")
+			cmd := cliCommand(t, append(nodesEnv(c.URLs()), childEnv(tt.mode, out)...),
+				"run", "leader", "--ttl", "1s", "--kill-after", tt.killAfter, "--json", "--", testBin)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			start := time.Now()
+			require.NoError(t, cmd.Start())
+			pid := readPID(t, out)
+			for i := range 3 {
+				require.NoError(t, c.Server(i).Kill())
+			}
+			r := waitCLI(t, cmd, &stdout, &stderr, start)
+			require.Equal(t, exitLeaseLost, r.code, "stderr: %s", r.stderr)
+			require.Contains(t, r.stderr, `redlock-cli: lease on "leader" lost; sending SIGTERM to COMMAND`)
+			require.Contains(t, r.stderr, tt.wantMsg)
+			require.NotContains(t, r.stderr, "goroutine ")
+			res := decode(t, r)
+			require.Equal(t, true, res["lease_lost"])
+			require.Equal(t, 6.0, res["exit_code"])
+			require.True(t, processGone(pid), "COMMAND (pid %d) outlived run", pid)
+			require.Less(t, r.elapsed, 8*time.Second)
+		})
+	}
+}
+
+// TestE2ERunForwardsSignals: SIGTERM to redlock-cli reaches COMMAND, whose
+// exit code run passes on; the lock is released.
+func TestE2ERunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := cliCommand(t, append(env, childEnv("trap", out)...), "run", "svc", "--", testBin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	readPID(t, out)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	r := waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, 3, "")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "got SIGTERM")
+	r = cli(t, env, "status", "svc", "--json")
+	require.Equal(t, "free", decode(t, r)["state"])
+}
+
+// TestE2ERunReapsGroup: processes COMMAND leaves behind in its group are
+// stopped before the lock is released.
+func TestE2ERunReapsGroup(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	r := cli(t, append(nodesEnv(c.URLs()), childEnv("spawn", out)...), "run", "svc", "--", testBin)
+	requireCode(t, r, exitOK, "")
+	require.Contains(t, r.stderr, "left processes in its group")
+	pid := readPID(t, out)
+	waitFor(t, 5*time.Second, "the grandchild to be gone", func() bool { return processGone(pid) })
+}
+
+// TestE2ERunInterrupted: a signal while run waits for the lock ends it
+// with 128+signal, and COMMAND never starts.
+func TestE2ERunInterrupted(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "out")
+	r := cli(t, env, "acquire", "svc")
+	requireCode(t, r, exitOK, "")
+	cmd := cliCommand(t, append(env, childEnv("env", out)...), "run", "svc", "--wait", "20s", "--", testBin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	r = waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by interrupt")
+	_, err := os.Stat(out)
+	require.True(t, os.IsNotExist(err))
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// closedPort returns a local TCP port that nothing listens on (it was free
+// a moment ago).
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
+
+// TestE2ESecretsNeverPrinted: whatever shape a node URL with a password
+// has, no command prints the password, on stdout or stderr, as text or
+// JSON. Needs no redis-server.
+func TestE2ESecretsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cretPW"
+	down := "127.0.0.1:" + strconv.Itoa(closedPort(t))
+	tests := []struct {
+		name string
+		url  string
+		code int
+		want string
+	}{
+		// The example of the issue: "redis//" for "redis://".
+		{"missing colon", "redis//:" + pw + "@127.0.0.1:7306", exitUsage, "malformed node URL redis//:xxxxx@127.0.0.1:7306: missing redis:// scheme"},
+		{"missing slashes", "redis:" + pw + "@127.0.0.1:7306", exitUsage, "missing redis:// scheme"},
+		{"no scheme", ":" + pw + "@127.0.0.1:7306", exitUsage, "missing redis:// scheme"},
+		{"user, no scheme", "user:" + pw + "@127.0.0.1:7306", exitUsage, "malformed node URL user:xxxxx@127.0.0.1:7306"},
+		{"bad port", "redis://u:" + pw + "@127.0.0.1:port", exitUsage, "malformed node URL redis://u:xxxxx@127.0.0.1:port"},
+		{"bad database", "redis://:" + pw + "@127.0.0.1:7306/db", exitUsage, "node URL redis://:xxxxx@127.0.0.1:7306/db: malformed URL"},
+		{"query password", "redis://127.0.0.1:7306?password=" + pw, exitUsage, "redis://127.0.0.1:7306?password=xxxxx"},
+		{"sentinel password", "redis://127.0.0.1:7306?db=0&sentinel_password=" + pw, exitUsage, "sentinel_password=xxxxx"},
+		{"unescaped @", "redis://:" + pw + "@x@127.0.0.1:7306", exitNoQuorum, "cannot reach a majority"},
+		// Well-formed, nothing listening: the address, never the password.
+		{"unreachable", "redis://:" + pw + "@" + down, exitNoQuorum, down + ": connection refused"},
+		{"unreachable with user", "rediss://user:" + pw + "@" + down, exitNoQuorum, down + ": connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, args := range [][]string{
+				{"acquire", "x", "--nodes", tt.url},
+				{"acquire", "x", "--nodes", tt.url, "--json"},
+				{"status", "x", "--nodes", tt.url, "--json"},
+				{"release", "x", "--token", strings.Repeat("ab", 16), "--nodes", tt.url},
+				{"run", "x", "--nodes", tt.url, "--", "true"},
+			} {
+				r := cli(t, nil, append(args, "--timeout", "500ms")...)
+				requireCode(t, r, tt.code, tt.want)
+				require.NotContains(t, r.stdout, pw, "%q", args)
+				require.NotContains(t, r.stderr, pw, "%q", args)
+			}
+			// From the environment too, and doctor (exit 1 on a FAIL).
+			r := cli(t, []string{envNodes + "=" + tt.url}, "doctor", "--json", "--timeout", "500ms")
+			require.Contains(t, []int{exitUsage, exitFailure}, r.code, r.stderr)
+			require.NotContains(t, r.stdout+r.stderr, pw)
+		})
+	}
+}

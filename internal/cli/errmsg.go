@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// maxMessage caps a message on stderr; node errors can be long.
+const maxMessage = 600
+
+// oneLine returns err's message on one line, without the library's
+// repeated "redlock: " prefixes and sentinel chains.
+func oneLine(err error) string {
+	msg := err.Error()
+	for _, s := range []error{redlock.ErrInvalidConfig, redlock.ErrInvalidResource, redlock.ErrNotHeld} {
+		msg = strings.ReplaceAll(msg, s.Error()+": ", "")
+	}
+	msg = strings.ReplaceAll(msg, "redlock: ", "")
+	return clip(strings.Join(strings.Fields(msg), " "))
+}
+
+// clip shortens s to maxMessage bytes.
+func clip(s string) string {
+	if len(s) > maxMessage {
+		return s[:maxMessage-3] + "..."
+	}
+	return s
+}
+
+// nodeErrors collects every *redlock.NodeError in err's tree, in order,
+// without duplicates.
+func nodeErrors(err error) []*redlock.NodeError {
+	var out []*redlock.NodeError
+	seen := map[*redlock.NodeError]bool{}
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if ne, ok := e.(*redlock.NodeError); ok {
+			if !seen[ne] {
+				seen[ne] = true
+				out = append(out, ne)
+			}
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// reason returns a short cause for one node's failure: "connection
+// refused", "timed out", or the error's own message.
+func reason(err error) string {
+	var errno syscall.Errno
+	var nerr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return "timed out"
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// summarizeNodes formats node errors as "addr: reason; addr: reason", in
+// address order.
+func summarizeNodes(errs []*redlock.NodeError) string {
+	parts := make([]string, len(errs))
+	for i, ne := range errs {
+		parts[i] = ne.Addr + ": " + reason(ne.Err)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
+
+// noQuorumError describes a failure to reach a majority of total nodes,
+// of which answered answered; err holds the per-node errors. When the
+// nodes that refused our credentials alone rule out a majority, it is an
+// access-denied error (its own exit code) rather than a no-quorum one.
+func noQuorumError(err error, answered, total int) *cliError {
+	msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", answered, total, total/2+1)
+	errs := nodeErrors(err)
+	if len(errs) > 0 {
+		msg += ": " + summarizeNodes(errs)
+	}
+	e := &cliError{code: exitNoQuorum, kind: kindNoQuorum, msg: msg, err: err,
+		extra: map[string]any{"answered": answered, "total": total, "needed": total/2 + 1}}
+	if accessDenied(errs, total) {
+		e.code, e.kind, e.msg = exitAccessDenied, kindAccessDenied, accessDeniedPrefix+e.msg
+	}
+	e.msg = clip(e.msg)
+	return e
+}
+
+// accessDeniedPrefix starts the message of an access-denied error.
+const accessDeniedPrefix = "access denied: check the user and password in the node URLs and the ACL: "
+
+// accessDenied reports whether the nodes among errs that refused our
+// credentials or permissions are too many for a majority of total nodes
+// to remain, whatever the others did.
+func accessDenied(errs []*redlock.NodeError, total int) bool {
+	denied := 0
+	for _, ne := range errs {
+		if isAccessDenied(ne.Err) {
+			denied++
+		}
+	}
+	return denied > 0 && denied > total-(total/2+1)
+}
+
+// isAccessDenied reports whether err is a Redis server refusing the
+// password or user (WRONGPASS, NOAUTH, older servers' "invalid password",
+// a password sent to a server without one) or a command (NOPERM).
+func isAccessDenied(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"invalid password", "no password is set", "without any password configured"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// answeredNodes returns how many of total nodes answered: from the
+// *redlock.QuorumError of a renew or release, otherwise judging by the node
+// errors in err.
+func answeredNodes(err error, total int) int {
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		return qe.Answered()
+	}
+	return max(0, total-len(nodeErrors(err)))
+}
+
+// busyError describes an *redlock.AcquireError for a busy lock; holder is
+// the holder's owner label when known.
+func busyError(ae *redlock.AcquireError, holder string) *cliError {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q is busy", ae.Resource)
+	if holder != "" {
+		fmt.Fprintf(&b, ": held by %s", holder)
+	}
+	if ae.HolderTTL > 0 {
+		fmt.Fprintf(&b, " for %s more", roundDur(ae.HolderTTL))
+	}
+	fmt.Fprintf(&b, " (granted by %d of %d nodes, %d needed", ae.Granted, ae.Total, ae.Needed)
+	if ae.Reason != "" {
+		b.WriteString("; " + ae.Reason)
+	}
+	if ae.HolderTTL < 0 {
+		// The library's reason: a key without a TTL never frees by itself.
+		fmt.Fprintf(&b, "; refused by %s with no expiry: not a redlock lock, it stays until deleted", strings.Join(ae.Refused, ", "))
+	}
+	b.WriteString(")")
+	if errs := nodeErrors(ae); len(errs) > 0 {
+		b.WriteString("; " + summarizeNodes(errs))
+	}
+	extra := map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
+	if ae.HolderTTL != 0 {
+		extra["holder_ttl_ms"] = ttlMillis(ae.HolderTTL)
+	}
+	if holder != "" {
+		extra["holder_owner"] = holder
+	}
+	return &cliError{code: exitBusy, kind: kindBusy, msg: clip(b.String()), err: ae, extra: extra}
+}

@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/e6344662/go-redlock/internal/redact"
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// envNodes is the environment variable that supplies --nodes.
+const envNodes = "REDLOCK_NODES"
+
+// globals holds the flags shared by every command.
+type globals struct {
+	nodes   []string
+	prefix  string
+	ttl     time.Duration
+	timeout time.Duration
+	owner   string
+	json    bool
+}
+
+// register adds the global flags to fs.
+func (g *globals) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&g.nodes, "nodes", nil, "Redis node `URLs`, comma-separated or repeated: redis://[user:password@]host:port[/db] or rediss://... (default $"+envNodes+")")
+	fs.StringVar(&g.prefix, "prefix", redlock.DefaultKeyPrefix, "key prefix of the lock keys")
+	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
+	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
+	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
+	fs.BoolVar(&g.json, "json", false, "print one JSON object per result on stdout")
+}
+
+// validate checks the global timing flags. fs tells which flags were set.
+func (g *globals) validate(fs *pflag.FlagSet) error {
+	if err := positive("ttl", g.ttl); err != nil {
+		return err
+	}
+	if fs.Changed("timeout") {
+		if err := positive("timeout", g.timeout); err != nil {
+			return err
+		}
+		if g.timeout >= g.ttl {
+			return usageErrorf("--timeout %s must be shorter than --ttl %s", g.timeout, g.ttl)
+		}
+	}
+	if g.prefix == "" {
+		return usageErrorf("--prefix must not be empty")
+	}
+	if len(g.owner) > redlock.MaxOwnerLen {
+		return usageErrorf("--owner is %d bytes, over the limit of %d", len(g.owner), redlock.MaxOwnerLen)
+	}
+	return nil
+}
+
+// callTimeout is the per-node call timeout in effect.
+func (g *globals) callTimeout() time.Duration {
+	if g.timeout > 0 {
+		return g.timeout
+	}
+	return min(redlock.DefaultMaxNodeCallTimeout, g.ttl/3)
+}
+
+// config is the Locker configuration the flags describe.
+func (g *globals) config() redlock.Config {
+	return redlock.Config{
+		LeaseDuration:   g.ttl,
+		NodeCallTimeout: g.timeout,
+		KeyPrefix:       g.prefix,
+		Owner:           g.owner,
+	}
+}
+
+// positive rejects a zero or negative duration for --name.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return usageErrorf("--%s must be a positive duration, got %s", name, d)
+	}
+	return nil
+}
+
+// nodeURLs returns the node URLs from --nodes, or else from the environment
+// (getenv), split at commas and trimmed, each checked for form; empty
+// entries are skipped.
+func (g *globals) nodeURLs(getenv func(string) string) ([]string, error) {
+	raw := g.nodes
+	if len(raw) == 0 {
+		raw = []string{getenv(envNodes)}
+	}
+	var urls []string
+	for _, r := range raw {
+		for _, u := range strings.Split(r, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			if err := checkURL(u); err != nil {
+				return nil, err
+			}
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return nil, usageErrorf("no nodes: set --nodes or %s to redis:// URLs", envNodes)
+	}
+	return urls, nil
+}
+
+// secrets returns the passwords in the node URLs of --nodes, or else of
+// the environment (getenv), whether or not they are well-formed: every
+// message the command prints is cleaned of them (redact.String).
+func (g *globals) secrets(getenv func(string) string) []string {
+	raw := g.nodes
+	if len(raw) == 0 && getenv != nil {
+		raw = []string{getenv(envNodes)}
+	}
+	var out []string
+	for _, r := range raw {
+		out = append(out, redact.Secrets(strings.Split(r, ",")...)...)
+	}
+	return out
+}
+
+// prepare is the first step of every command: it validates the global
+// flags of cmd, then returns the first error among checks, the results of
+// the command's own checks of its flags and arguments, in the order given.
+// All of this happens before any network traffic.
+func (a *App) prepare(cmd *cobra.Command, checks ...error) error {
+	if err := a.g.validate(cmd.Flags()); err != nil {
+		return err
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exactArgs accepts exactly the named positional arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageErrorf("%s takes %s, got %d arguments", cmd.Name(), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// noArgs accepts no positional argument. The message shows them through
+// redact.URL: a node URL given without --nodes carries its password.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) != 0 {
+		shown := make([]string, len(args))
+		for i, arg := range args {
+			shown[i] = redact.URL(arg)
+		}
+		return usageErrorf("%s takes no arguments, got %q", cmd.Name(), shown)
+	}
+	return nil
+}
+
+// checkURL rejects what is plainly not a redis:// or rediss:// URL with a
+// host. Messages show the URL through redact.URL, never its password.
+// redlock.Dial checks the rest (options, database number).
+func checkURL(raw string) error {
+	shown := redact.URL(raw)
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok || scheme == "" {
+		return usageErrorf("malformed node URL %s: missing redis:// scheme (want redis://host:port or rediss://host:port)", shown)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		why := "not a URL"
+		var ue *url.Error
+		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) {
+			why = ue.Err.Error() // no quoted fragment, so no part of a password
+		}
+		return usageErrorf("malformed node URL %s: %s", shown, why)
+	}
+	if strings.ContainsAny(raw, " \t\r\n") {
+		return usageErrorf("malformed node URL %s: contains white space", shown)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return usageErrorf("malformed node URL %s: scheme must be redis:// or rediss://", shown)
+	}
+	if u.Host == "" {
+		return usageErrorf("malformed node URL %s: no host", shown)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return usageErrorf("malformed node URL %s: port %s out of range", shown, p)
+		}
+	}
+	return nil
+}
+
+// checkWait validates --wait when it was given.
+func checkWait(cmd *cobra.Command, wait time.Duration) error {
+	if cmd.Flags().Changed("wait") {
+		return positive("wait", wait)
+	}
+	return nil
+}
+
+// checkResource rejects resource names the library would refuse, before
+// any network traffic.
+func checkResource(resource string) error {
+	if resource == "" {
+		return usageErrorf("empty resource name")
+	}
+	if len(resource) > redlock.MaxResourceLen {
+		return usageErrorf("resource name is %d bytes, over the limit of %d", len(resource), redlock.MaxResourceLen)
+	}
+	return nil
+}
+
+// checkToken rejects a --token that cannot be a lock token (32 hex digits).
+func checkToken(token string) error {
+	if token == "" {
+		return usageErrorf("--token is required (the token printed by acquire)")
+	}
+	if _, err := hex.DecodeString(token); err != nil || len(token) != 32 {
+		return usageErrorf("--token must be 32 hex digits (the token printed by acquire), got %d characters", len(token))
+	}
+	return nil
+}

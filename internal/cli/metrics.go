@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// Results of an acquisition attempt, the values of the result label of
+// redlock_acquire_attempts_total.
+const (
+	attemptAcquired = "acquired"
+	attemptBusy     = "busy"
+	attemptNoQuorum = "no_quorum"
+	attemptError    = "error"
+)
+
+// Results of a release, the values of the result label of
+// redlock_releases_total.
+const (
+	releaseOK       = "released"
+	releaseNoQuorum = "no_quorum"
+	releaseError    = "error"
+)
+
+// acquireBuckets are the bounds, in seconds, of the acquire latency
+// histogram: from a fast local round trip to a long wait for a busy lock.
+var acquireBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+}
+
+// metrics are the Prometheus metrics of --metrics-addr, fed by the Locker's
+// events. It is a redlock.Observer: Observe only updates counters and
+// histograms (lock-free or nearly so), safe for concurrent use.
+type metrics struct {
+	acquireDuration prometheus.Histogram
+	attempts        map[string]prometheus.Counter // by result
+	grants          prometheus.Histogram
+	renewals        prometheus.Counter
+	leasesLost      prometheus.Counter
+	releases        map[string]prometheus.Counter // by result
+	nodeErrors      *prometheus.CounterVec        // by node, op
+}
+
+var _ redlock.Observer = (*metrics)(nil)
+
+// newMetrics defines the metrics for a Locker over nodes nodes and
+// registers them with reg.
+func newMetrics(reg prometheus.Registerer, nodes int) (*metrics, error) {
+	m := &metrics{
+		acquireDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "redlock_acquire_duration_seconds",
+			Help:    "Time Acquire or TryAcquire took to return a lease, waiting for a busy lock included.",
+			Buckets: acquireBuckets,
+		}),
+		grants: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "redlock_attempt_grants",
+			Help:    "Nodes that granted the lock, per acquisition attempt.",
+			Buckets: prometheus.LinearBuckets(0, 1, nodes+1),
+		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redlock_renewals_total",
+			Help: "Renewal cycles that extended a lease.",
+		}),
+		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redlock_leases_lost_total",
+			Help: "Leases lost: no majority renewed them in time.",
+		}),
+		nodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "redlock_node_errors_total",
+			Help: "Failed calls to one node, by node address and operation.",
+		}, []string{"node", "op"}),
+	}
+	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_acquire_attempts_total",
+		Help: "Acquisition attempts, by result: acquired, busy (held by another token), no_quorum (too many nodes failed), error (cut short or failed otherwise).",
+	}, []string{"result"})
+	m.attempts = children(attempts, attemptAcquired, attemptBusy, attemptNoQuorum, attemptError)
+	releases := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redlock_releases_total",
+		Help: "Leases released, by result: released (by a majority), no_quorum, error.",
+	}, []string{"result"})
+	m.releases = children(releases, releaseOK, releaseNoQuorum, releaseError)
+	for _, c := range []prometheus.Collector{m.acquireDuration, attempts, m.grants, m.renewals, m.leasesLost, releases, m.nodeErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// children resolves the counters of vec for every value of its one label,
+// so that each is exported (as 0) from the start and Observe needs no
+// label lookup.
+func children(vec *prometheus.CounterVec, values ...string) map[string]prometheus.Counter {
+	out := make(map[string]prometheus.Counter, len(values))
+	for _, v := range values {
+		out[v] = vec.WithLabelValues(v)
+	}
+	return out
+}
+
+// Observe records one event of a Locker.
+func (m *metrics) Observe(e redlock.Event) {
+	switch e.Kind {
+	case redlock.EventAttempt:
+		m.attempts[attemptResult(e.Err)].Inc()
+		m.grants.Observe(float64(e.Granted))
+	case redlock.EventAcquired:
+		m.acquireDuration.Observe(e.Latency.Seconds())
+	case redlock.EventRenewed:
+		m.renewals.Inc()
+	case redlock.EventLost:
+		m.leasesLost.Inc()
+	case redlock.EventReleased:
+		m.releases[releaseOutcome(e.Err)].Inc()
+	case redlock.EventNodeError:
+		m.nodeErrors.WithLabelValues(e.Node, e.Op).Inc()
+	}
+}
+
+// attemptResult classifies the outcome of one acquisition attempt.
+func attemptResult(err error) string {
+	switch {
+	case err == nil:
+		return attemptAcquired
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return attemptBusy
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return attemptNoQuorum
+	}
+	return attemptError
+}
+
+// releaseOutcome classifies the outcome of a release.
+func releaseOutcome(err error) string {
+	switch {
+	case err == nil:
+		return releaseOK
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return releaseNoQuorum
+	}
+	return releaseError
+}

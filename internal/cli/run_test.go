@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// TestRunInProcess runs "run" in this process against miniredis nodes and
+// checks exit codes and that no goroutine outlives the command. It is not
+// parallel: run makes the process a child subreaper and reaps ended
+// children, which must not race with the end-to-end tests' own children.
+func TestRunInProcess(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	env := map[string]string{envNodes: strings.Join(c.URLs(), ",")}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	code, stdout, stderr := runInProcess(t, env, "run", "job", "--", "sh", "-c", `test -n "$REDLOCK_TOKEN" && echo fence=$REDLOCK_FENCE`)
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, "fence=1\n", stdout)
+
+	code, _, stderr = runInProcess(t, env, "run", "job", "--", "sh", "-c", "exit 9")
+	require.Equal(t, 9, code)
+	require.Empty(t, stderr)
+
+	code, stdout, _ = runInProcess(t, env, "run", "job", "--json", "--", "sh", "-c", "kill -TERM $$")
+	require.Equal(t, 143, code)
+	require.Contains(t, stdout, `"child_signal":"terminated"`)
+
+	code, stdout, _ = runInProcess(t, env, "status", "job", "--json")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, stdout, `"state":"free"`)
+	require.Contains(t, stdout, `"fence":3`)
+}

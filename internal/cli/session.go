@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/e6344662/go-redlock/redlock"
+)
+
+// session is a connection to the nodes and a Locker over them.
+type session struct {
+	nodes  redlock.Nodes
+	locker *redlock.Locker
+}
+
+// connect dials the nodes named by the global flags and builds a Locker.
+// Errors are *cliError values: usage (bad URL or configuration) or no
+// quorum (no majority answered a PING within the call timeout).
+func (a *App) connect(ctx context.Context) (*session, error) {
+	urls, err := a.g.nodeURLs(a.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return a.connectURLs(ctx, urls)
+}
+
+// connectURLs is connect to the nodes at urls. The Locker reports its
+// events to a.observer, if set.
+func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) {
+	if a.g.ttl < redlock.MinLeaseDuration {
+		return nil, usageErrorf("--ttl %s is below the minimum %s", a.g.ttl, redlock.MinLeaseDuration)
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
+	defer cancel()
+	nodes, err := redlock.Dial(dctx, urls...)
+	if err != nil {
+		if ie := interrupted(ctx); ie != nil {
+			return nil, ie
+		}
+		if errors.Is(err, redlock.ErrNoQuorum) {
+			return nil, noQuorumError(err, answeredNodes(err, len(urls)), len(urls))
+		}
+		return nil, classify(err)
+	}
+	cfg := a.g.config()
+	cfg.Observer = a.observer
+	l, err := redlock.New(nodes, cfg)
+	if err != nil {
+		_ = nodes.Close()
+		return nil, classify(err)
+	}
+	return &session{nodes: nodes, locker: l}, nil
+}
+
+// withSession is the frame of the commands that work on a lock over a
+// session: it traps the stop signals (a signal cancels ctx, and the
+// connection, acquisition or call it interrupts returns the exit error of
+// interrupted), connects to the nodes of the global flags, runs fn and
+// closes the session. Call prepare first.
+func (a *App) withSession(ctx context.Context, fn func(ctx context.Context, s *session) error) error {
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	s, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return fn(ctx, s)
+}
+
+// close releases every lease still held, stops background work and closes
+// the connections.
+func (s *session) close() {
+	_ = s.locker.Close()
+	_ = s.nodes.Close()
+}
+
+// opError maps the failure of a renew, release or inspect by token to a
+// *cliError, with a message naming the nodes that failed.
+func opError(ctx context.Context, err error, n int) *cliError {
+	if ie := interrupted(ctx); ie != nil {
+		return ie
+	}
+	if errors.Is(err, redlock.ErrNoQuorum) {
+		return noQuorumError(err, answeredNodes(err, n), n)
+	}
+	return classify(err)
+}
