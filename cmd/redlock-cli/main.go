@@ -18,6 +18,7 @@ import (
 	"github.com/e6344662/go-redlock/internal/cli"
 )
 
+// main runs the command line and exits with its exit code.
 func main() {
 	a := &cli.App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	os.Exit(a.Execute(context.Background(), os.Args[1:]))

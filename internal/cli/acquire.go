@@ -58,7 +58,7 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the lock (default: one attempt)")
+	addWaitFlag(cmd.Flags(), &wait)
 	return cmd
 }
 

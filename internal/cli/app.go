@@ -39,6 +39,7 @@ type App struct {
 	observer redlock.Observer
 }
 
+// rootLong is the help text of redlock-cli itself.
 const rootLong = `redlock-cli takes Redlock locks on Redis servers you already run: a lock is
 held when a majority of independent servers grant it, and every holder gets a
 fencing token that grows with each new holder.

@@ -87,6 +87,7 @@ func (o *benchOptions) validate(fs *pflag.FlagSet) error {
 	return nil
 }
 
+// benchLong is the help text of bench.
 const benchLong = `Measure the lock on your deployment: --clients goroutines in one process
 loop over acquire (waiting, as "run --wait" does), hold for --hold, release,
 for --duration, on --resources resources named bench:RUNID:I (client c uses

@@ -190,37 +190,23 @@ func (b *bench) exitError(ctx context.Context, res *benchResult) error {
 	return e
 }
 
-// benchErrorKind names a failed acquire or release in the results.
+// benchErrorKind names a failed acquire or release in the results:
+// acquire_no_quorum, acquire_busy, acquire_wait_timeout (--wait ran out),
+// acquire_failure; release_no_quorum, release_lease_lost, release_timeout,
+// release_failure.
 func benchErrorKind(op loadgen.Op, err error) string {
-	if op == loadgen.OpRelease {
-		return releaseErrorKind(err)
-	}
-	return acquireErrorKind(err)
-}
-
-// acquireErrorKind names the failure of one Acquire whose --wait ran out
-// or that failed at once.
-func acquireErrorKind(err error) string {
+	kind := kindFailure
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum):
-		return "acquire_" + kindNoQuorum
-	case errors.Is(err, redlock.ErrNotAcquired):
-		return "acquire_" + kindBusy
-	case errors.Is(err, context.DeadlineExceeded):
-		return "acquire_" + kindTimeout
+		kind = kindNoQuorum
+	case op == loadgen.OpAcquire && errors.Is(err, redlock.ErrNotAcquired):
+		kind = kindBusy
+	case op == loadgen.OpAcquire && errors.Is(err, context.DeadlineExceeded):
+		kind = kindTimeout
+	case op == loadgen.OpRelease && errors.Is(err, redlock.ErrLeaseLost):
+		kind = kindLeaseLost
+	case op == loadgen.OpRelease && errors.Is(err, context.DeadlineExceeded):
+		kind = "timeout"
 	}
-	return "acquire_" + kindFailure
-}
-
-// releaseErrorKind names the failure of one Release.
-func releaseErrorKind(err error) string {
-	switch {
-	case errors.Is(err, redlock.ErrNoQuorum):
-		return "release_" + kindNoQuorum
-	case errors.Is(err, redlock.ErrLeaseLost):
-		return "release_" + kindLeaseLost
-	case errors.Is(err, context.DeadlineExceeded):
-		return "release_timeout"
-	}
-	return "release_" + kindFailure
+	return string(op) + "_" + kind
 }

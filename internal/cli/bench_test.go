@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/internal/loadgen"
+	"github.com/e6344662/go-redlock/redlock"
 )
 
 // parseBench parses args as bench's flags (and the global --nodes), the way
@@ -28,6 +30,8 @@ func parseBench(t *testing.T, args ...string) (benchOptions, error) {
 	return o, o.validate(fs)
 }
 
+// TestBenchFlagValidation: valid combinations of bench's flags pass; each
+// invalid one is a usage error with its message.
 func TestBenchFlagValidation(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -119,6 +123,7 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
+// TestBenchExitCode: bench's exit code from the acquisitions and errors.
 func TestBenchExitCode(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -146,6 +151,29 @@ func TestBenchExitCode(t *testing.T) {
 	}
 }
 
+// TestBenchErrorKind: the names of failed acquires and releases in the
+// results.
+func TestBenchErrorKind(t *testing.T) {
+	t.Parallel()
+	other := errors.New("boom")
+	for want, c := range map[string]struct {
+		op  loadgen.Op
+		err error
+	}{
+		"acquire_no_quorum":    {loadgen.OpAcquire, fmt.Errorf("x: %w", redlock.ErrNoQuorum)},
+		"acquire_busy":         {loadgen.OpAcquire, redlock.ErrNotAcquired},
+		"acquire_wait_timeout": {loadgen.OpAcquire, context.DeadlineExceeded},
+		"acquire_failure":      {loadgen.OpAcquire, other},
+		"release_no_quorum":    {loadgen.OpRelease, redlock.ErrNoQuorum},
+		"release_lease_lost":   {loadgen.OpRelease, redlock.ErrLeaseLost},
+		"release_timeout":      {loadgen.OpRelease, context.DeadlineExceeded},
+		"release_failure":      {loadgen.OpRelease, redlock.ErrNotAcquired},
+	} {
+		require.Equal(t, want, benchErrorKind(c.op, c.err))
+	}
+}
+
+// TestFmtErrors: the errors line lists counts by kind, in name order.
 func TestFmtErrors(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "none", fmtErrors(nil))
@@ -198,12 +226,14 @@ type lockedBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p.
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns what was written so far.
 func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

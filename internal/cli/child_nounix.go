@@ -10,15 +10,28 @@ import (
 // child is not supported here: run needs Unix process groups and signals.
 type child struct{ exited chan struct{} }
 
+// startChild fails: there is no COMMAND to start here.
 func startChild([]string, *App, []string) (*child, error) {
 	return nil, &cliError{code: exitCannotExec, kind: kindExec, msg: "run needs Unix process groups and signals", err: errors.ErrUnsupported}
 }
 
-func (c *child) signal(os.Signal)                          {}
-func (c *child) terminate()                                {}
-func (c *child) kill()                                     {}
-func (c *child) groupAlive() bool                          { return false }
+// signal does nothing.
+func (c *child) signal(os.Signal) {}
+
+// terminate does nothing.
+func (c *child) terminate() {}
+
+// kill does nothing.
+func (c *child) kill() {}
+
+// groupAlive reports that no process is left.
+func (c *child) groupAlive() bool { return false }
+
+// status is a failure.
 func (c *child) status() (code, childCode int, sig string) { return exitFailure, -1, "" }
 
+// adoptOrphans does nothing.
 func adoptOrphans() {}
-func reapOrphans()  {}
+
+// reapOrphans does nothing.
+func reapOrphans() {}

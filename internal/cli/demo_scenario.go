@@ -51,6 +51,8 @@ type demo struct {
 	fences   []fencing.Token // in acquisition order
 }
 
+// newDemo prepares a run of the scenario that narrates on out when
+// verbose.
 func newDemo(out io.Writer, verbose bool) *demo {
 	return &demo{out: out, verbose: verbose}
 }

@@ -39,6 +39,7 @@ type nodeReport struct {
 	clockOK         bool
 }
 
+// add appends a row for the check name with status and a detail.
 func (r *nodeReport) add(name, status, format string, args ...any) {
 	r.checks = append(r.checks, check{Node: r.addr, Check: name, Status: status, Detail: fmt.Sprintf(format, args...)})
 }
@@ -165,6 +166,7 @@ func parseVersion(s string) ([3]int, bool) {
 	return v, true
 }
 
+// versionLess reports whether version a is older than b.
 func versionLess(a, b [3]int) bool {
 	for i := range a {
 		if a[i] != b[i] {
@@ -174,6 +176,8 @@ func versionLess(a, b [3]int) bool {
 	return false
 }
 
+// checkVersion adds the version row from INFO server: too old or a
+// Sentinel is FAIL; cluster mode or an unmaintained release is WARN.
 func checkVersion(r *nodeReport, server map[string]string) {
 	ver, mode := server["redis_version"], server["redis_mode"]
 	if mode == "" {
@@ -196,6 +200,8 @@ func checkVersion(r *nodeReport, server map[string]string) {
 	}
 }
 
+// checkRole adds the role row from INFO replication: a replica is FAIL,
+// a primary with replicas WARN.
 func checkRole(r *nodeReport, repl map[string]string) {
 	switch role := repl["role"]; role {
 	case "master":
@@ -212,6 +218,8 @@ func checkRole(r *nodeReport, repl map[string]string) {
 	}
 }
 
+// checkPersistence adds the persistence row: only appendonly yes with
+// appendfsync always is OK.
 func checkPersistence(r *nodeReport, conf map[string]string) {
 	aof, fsync := conf["appendonly"], conf["appendfsync"]
 	switch {
@@ -226,6 +234,8 @@ func checkPersistence(r *nodeReport, conf map[string]string) {
 	}
 }
 
+// checkEviction adds the eviction row: only maxmemory-policy noeviction
+// is OK; policies that can evict lock keys are FAIL.
 func checkEviction(r *nodeReport, conf map[string]string) {
 	policy, maxmem := conf["maxmemory-policy"], conf["maxmemory"]
 	switch {

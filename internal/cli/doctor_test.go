@@ -16,6 +16,7 @@ func rowOf(t *testing.T, f func(r *nodeReport)) check {
 	return r.checks[0]
 }
 
+// TestCheckPersistence: only appendonly yes with appendfsync always is OK.
 func TestCheckPersistence(t *testing.T) {
 	tests := []struct {
 		aof, fsync, status, detail string
@@ -34,6 +35,7 @@ func TestCheckPersistence(t *testing.T) {
 	}
 }
 
+// TestCheckEviction: only noeviction is OK; evicting policies are FAIL.
 func TestCheckEviction(t *testing.T) {
 	for policy, status := range map[string]string{
 		"noeviction": statusOK, "allkeys-lru": statusFail, "allkeys-lfu": statusFail, "allkeys-random": statusFail,
@@ -46,6 +48,8 @@ func TestCheckEviction(t *testing.T) {
 	}
 }
 
+// TestCheckRoleAndVersion: the role and version rows for each kind of
+// server.
 func TestCheckRoleAndVersion(t *testing.T) {
 	require.Equal(t, statusOK, rowOf(t, func(r *nodeReport) { checkRole(r, map[string]string{"role": "master", "connected_slaves": "0"}) }).Status)
 	require.Equal(t, statusWarn, rowOf(t, func(r *nodeReport) { checkRole(r, map[string]string{"role": "master", "connected_slaves": "2"}) }).Status)
@@ -69,6 +73,7 @@ func TestCheckRoleAndVersion(t *testing.T) {
 	}).Status)
 }
 
+// TestClusterChecks: the node-set rows (node_count, quorum, distinct).
 func TestClusterChecks(t *testing.T) {
 	reports := func(n, up int, ids ...string) []*nodeReport {
 		var rs []*nodeReport
@@ -101,6 +106,7 @@ func TestClusterChecks(t *testing.T) {
 	require.Contains(t, m["distinct"].Detail, "a = c")
 }
 
+// TestCheckClocks: each node's clock against the median of the nodes.
 func TestCheckClocks(t *testing.T) {
 	rs := []*nodeReport{
 		{addr: "a", reachable: true, clockOK: true, clock: 10 * time.Millisecond, clockErr: time.Millisecond},
@@ -119,6 +125,7 @@ func TestCheckClocks(t *testing.T) {
 	require.Equal(t, statusWarn, rs[4].checks[0].Status)
 }
 
+// TestParseVersion: server versions are parsed and ordered.
 func TestParseVersion(t *testing.T) {
 	v, ok := parseVersion("7.0.15")
 	require.True(t, ok)

@@ -25,6 +25,8 @@ var cliBin, testBin string
 // COMMAND.
 const childModeEnv = "REDLOCK_E2E_CHILD"
 
+// TestMain runs this test binary as COMMAND when run asks for it, else
+// builds redlock-cli and runs the tests.
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childModeEnv); mode != "" {
 		os.Exit(childMain(mode))

@@ -76,7 +76,10 @@ type cliError struct {
 	err      error
 }
 
+// Error is the one-line message.
 func (e *cliError) Error() string { return e.msg }
+
+// Unwrap returns the error from the library, if any.
 func (e *cliError) Unwrap() error { return e.err }
 
 // Error kinds, as printed in the "error" field of --json error objects.

@@ -17,6 +17,7 @@ import (
 	"github.com/e6344662/go-redlock/redlock"
 )
 
+// TestClassify: each library error maps to its exit code and JSON kind.
 func TestClassify(t *testing.T) {
 	tests := []struct {
 		err  error
@@ -54,6 +55,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestOneLine: messages are one line, without repeated prefixes, clipped.
 func TestOneLine(t *testing.T) {
 	err := fmt.Errorf("%w: release %q: token held on 0 of 3 nodes: %w", redlock.ErrNotHeld, "r",
 		errors.Join(errors.New("a\nb"), errors.New("c")))
@@ -62,6 +64,7 @@ func TestOneLine(t *testing.T) {
 	require.LessOrEqual(t, len(oneLine(long)), maxMessage)
 }
 
+// TestReason: a node's failure in a few words.
 func TestReason(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	require.Equal(t, "connection refused", reason(refused))
@@ -69,6 +72,8 @@ func TestReason(t *testing.T) {
 	require.Equal(t, "WRONGPASS bad password", reason(errors.New("WRONGPASS bad\npassword")))
 }
 
+// TestNoQuorumMessage: the no-quorum message counts the answers and names
+// each failed node.
 func TestNoQuorumMessage(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	err := fmt.Errorf("%w: 1 of 3 nodes answered: %w", redlock.ErrNoQuorum, errors.Join(
@@ -84,9 +89,14 @@ func TestNoQuorumMessage(t *testing.T) {
 // redisErr is an error as go-redis returns a server's error reply.
 type redisErr string
 
+// Error is the reply.
 func (e redisErr) Error() string { return string(e) }
-func (redisErr) RedisError()     {}
 
+// RedisError marks a server's error reply.
+func (redisErr) RedisError() {}
+
+// TestIsAccessDenied: the server replies that refuse our credentials or
+// a command.
 func TestIsAccessDenied(t *testing.T) {
 	tests := []struct {
 		err  error
@@ -150,6 +160,8 @@ func TestAccessDeniedExitCode(t *testing.T) {
 	require.NotEqual(t, exitNoQuorum, exitAccessDenied)
 }
 
+// TestBusyMessage: the busy message names the holder, its TTL and the
+// votes.
 func TestBusyMessage(t *testing.T) {
 	ae := &redlock.AcquireError{Resource: "deploy", Granted: 1, Needed: 3, Total: 5,
 		Refused: []string{"a", "b", "c", "d"}, HolderTTL: 4200 * time.Millisecond}
@@ -169,12 +181,14 @@ func TestBusyMessage(t *testing.T) {
 	require.Equal(t, int64(-1), ce.extra["holder_ttl_ms"])
 }
 
+// TestFailSummary: doctor's error line counts the FAILs.
 func TestFailSummary(t *testing.T) {
 	require.Equal(t, "doctor: 1 check FAILs", failSummary(1))
 	require.Equal(t, "doctor: 2 checks FAIL", failSummary(2))
 	require.Equal(t, "doctor: 12 checks FAIL", failSummary(12))
 }
 
+// TestTTLMillis: TTLs in milliseconds, -1 for no expiry.
 func TestTTLMillis(t *testing.T) {
 	require.Equal(t, int64(-1), ttlMillis(-1))
 	require.Equal(t, int64(-1), ttlMillis(-time.Second))
@@ -187,6 +201,7 @@ func TestTTLMillis(t *testing.T) {
 	require.Equal(t, `"x": held by o (token abcdef01...) on 3 nodes, quorum 2 of 3; no expiry: not a redlock lock, it stays until deleted; fence counter 0`, v)
 }
 
+// TestSignalExitCode: 128+N for signal N, from an interrupted context.
 func TestSignalExitCode(t *testing.T) {
 	require.Equal(t, 130, signalExitCode(syscall.SIGINT))
 	require.Equal(t, 143, signalExitCode(syscall.SIGTERM))
@@ -198,6 +213,7 @@ func TestSignalExitCode(t *testing.T) {
 	require.Equal(t, "interrupted by terminated", ce.msg)
 }
 
+// TestRoundDur: durations for people, to about three digits.
 func TestRoundDur(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		412345 * time.Nanosecond:  "412µs",

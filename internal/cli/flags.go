@@ -201,6 +201,11 @@ func checkURL(raw string) error {
 	return nil
 }
 
+// addWaitFlag adds --wait, of acquire and run, to fs.
+func addWaitFlag(fs *pflag.FlagSet, wait *time.Duration) {
+	fs.DurationVar(wait, "wait", 0, "wait up to this long for the lock (default: one attempt)")
+}
+
 // checkWait validates --wait when it was given.
 func checkWait(cmd *cobra.Command, wait time.Duration) error {
 	if cmd.Flags().Changed("wait") {

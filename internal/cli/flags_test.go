@@ -128,6 +128,7 @@ func TestPasswordNeverEchoed(t *testing.T) {
 	}
 }
 
+// TestNodeURLs: node URLs from --nodes, or else from REDLOCK_NODES.
 func TestNodeURLs(t *testing.T) {
 	env := func(v string) func(string) string {
 		return func(k string) string {
@@ -203,6 +204,8 @@ func TestSecretsOfFlags(t *testing.T) {
 	require.Equal(t, []string{"flagpw"}, g.secrets(env))
 }
 
+// TestGlobalsDefaults: the call timeout in effect, from --ttl and
+// --timeout.
 func TestGlobalsDefaults(t *testing.T) {
 	g := globals{ttl: 10 * time.Second}
 	require.Equal(t, 3333333333*time.Nanosecond, g.callTimeout())
@@ -213,6 +216,7 @@ func TestGlobalsDefaults(t *testing.T) {
 	require.Equal(t, 200*time.Millisecond, g.config().NodeCallTimeout)
 }
 
+// TestCheckToken: a token is 32 hex digits.
 func TestCheckToken(t *testing.T) {
 	require.NoError(t, checkToken("0123456789abcdef0123456789ABCDEF"))
 	for _, bad := range []string{"", "0123", "0123456789abcdef0123456789abcdeg", "0123456789abcdef0123456789abcdef0"} {

@@ -101,6 +101,7 @@ redlock_releases_total{result="released"} 1
 redlock_renewals_total 2
 `
 
+// TestMetricsObserver: the Locker's events feed the metrics.
 func TestMetricsObserver(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -140,6 +141,8 @@ redlock_attempt_grants_count 0
 `), "redlock_acquire_attempts_total", "redlock_attempt_grants"))
 }
 
+// TestMetricsRegisterTwice: a second set of metrics on one registry is an
+// error.
 func TestMetricsRegisterTwice(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -149,6 +152,7 @@ func TestMetricsRegisterTwice(t *testing.T) {
 	require.Error(t, err, "a registry takes one set of metrics")
 }
 
+// TestAttemptResult: the result label of an acquisition attempt.
 func TestAttemptResult(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -166,6 +170,7 @@ func TestAttemptResult(t *testing.T) {
 	}
 }
 
+// TestCheckMetricsAddr: --metrics-addr is HOST:PORT with a port in range.
 func TestCheckMetricsAddr(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"127.0.0.1:9464", ":9464", ":0", "localhost:1", "[::1]:65535", "0.0.0.0:80"} {

@@ -36,6 +36,7 @@ type runResult struct {
 	DurationMS    int64  `json:"duration_ms"`
 }
 
+// runLong is the help text of run.
 const runLong = `Acquire the lock on RESOURCE (one attempt, or wait up to --wait), then run
 COMMAND with REDLOCK_RESOURCE, REDLOCK_TOKEN and REDLOCK_FENCE in its
 environment, renewing the lock while it runs. SIGINT, SIGTERM and SIGHUP are
@@ -105,7 +106,7 @@ func (a *App) runCmd() *cobra.Command {
 			return r.run(cmd.Context())
 		},
 	}
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the lock (default: one attempt)")
+	addWaitFlag(cmd.Flags(), &wait)
 	cmd.Flags().DurationVar(&killAfter, "kill-after", defaultKillAfter, "SIGKILL this long after SIGTERM, when the lease is lost or COMMAND left processes behind")
 	addMetricsFlag(cmd.Flags(), &metricsAddr)
 	return cmd
@@ -210,11 +211,8 @@ func (r *runner) release(s *session, lease *redlock.Lease) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, redlock.ErrLeaseLost):
-	case errors.Is(err, redlock.ErrNoQuorum):
-		r.app.warnf("release %q: %s; the lock expires by its TTL (%s)", r.resource, noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes)).msg, r.app.g.ttl)
-	default:
-		r.app.warnf("release %q: %s; the lock expires by its TTL (%s)", r.resource, oneLine(err), r.app.g.ttl)
+	case !errors.Is(err, redlock.ErrLeaseLost):
+		r.app.warnf("release %q: %s; the lock expires by its TTL (%s)", r.resource, opError(ctx, err, len(s.nodes)).msg, r.app.g.ttl)
 	}
 	return false
 }

@@ -34,13 +34,7 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 	defer cancel()
 	nodes, err := redlock.Dial(dctx, urls...)
 	if err != nil {
-		if ie := interrupted(ctx); ie != nil {
-			return nil, ie
-		}
-		if errors.Is(err, redlock.ErrNoQuorum) {
-			return nil, noQuorumError(err, answeredNodes(err, len(urls)), len(urls))
-		}
-		return nil, classify(err)
+		return nil, opError(ctx, err, len(urls))
 	}
 	cfg := a.g.config()
 	cfg.Observer = a.observer
@@ -75,8 +69,9 @@ func (s *session) close() {
 	_ = s.nodes.Close()
 }
 
-// opError maps the failure of a renew, release or inspect by token to a
-// *cliError, with a message naming the nodes that failed.
+// opError maps the failure of a call on n nodes (dial, renew, release or
+// inspect) to a *cliError: interrupted when a signal ended ctx, no quorum
+// with a message naming the nodes that failed, or as classify says.
 func opError(ctx context.Context, err error, n int) *cliError {
 	if ie := interrupted(ctx); ie != nil {
 		return ie

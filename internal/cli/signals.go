@@ -16,6 +16,7 @@ var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 // interruptError is the cause of a context ended by a signal.
 type interruptError struct{ sig os.Signal }
 
+// Error names the signal.
 func (e *interruptError) Error() string { return "interrupted by " + e.sig.String() }
 
 // interruptible returns a context that is cancelled, with an

@@ -69,6 +69,8 @@ func TestHandoff(t *testing.T) {
 	}
 }
 
+// TestHandoffSharedResources: a resource is shared when more than one
+// client uses it.
 func TestHandoffSharedResources(t *testing.T) {
 	t.Parallel()
 	// 5 clients on 3 resources: resources 0 and 1 have two clients, 2 has one.
@@ -78,6 +80,7 @@ func TestHandoffSharedResources(t *testing.T) {
 	require.False(t, h.res[2].shared)
 }
 
+// TestFairShares: each client's acquisitions against its fair share.
 func TestFairShares(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestHistIndexBounds: every value falls in a bucket that contains it and
+// is no wider than 1/histSub of its low bound.
 func TestHistIndexBounds(t *testing.T) {
 	t.Parallel()
 	prev := -1
@@ -55,6 +57,8 @@ func ns(vs ...int) []time.Duration {
 	return out
 }
 
+// TestQuantileNearestRank: quantiles by nearest rank, exact for small
+// values, with the maximum and mean.
 func TestQuantileNearestRank(t *testing.T) {
 	t.Parallel()
 	hundred := make([]int, 100)
@@ -111,6 +115,8 @@ func TestQuantileRelativeError(t *testing.T) {
 	require.Equal(t, values[len(values)-1], s.Quantile(1))
 }
 
+// TestLatencyHistConcurrent: records from many goroutines at once all
+// count.
 func TestLatencyHistConcurrent(t *testing.T) {
 	t.Parallel()
 	h := NewHist()
