@@ -48,6 +48,10 @@ func (n *RedisNode) Subscribe(onRelease func(key, id string)) Subscription {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &redisSubscription{node: n, cancel: cancel, done: make(chan struct{}), channels: make(map[string]bool)}
 	go s.receive(ctx, onRelease)
+	if n.failover != nil {
+		s.following = make(chan struct{})
+		go s.followPrimary(ctx)
+	}
 	return s
 }
 
@@ -56,9 +60,65 @@ type redisSubscription struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	following chan struct{} // closed when followPrimary ends; nil without it
+
 	mu       sync.Mutex
 	ps       *redis.PubSub   // nil until the first connection
+	sentinel *redis.PubSub   // followPrimary's, if any
 	channels map[string]bool // the watched release channels
+}
+
+// followPrimary listens to the Sentinel group's sentinels, one at a time,
+// for the switch of its primary, and cuts the subscription when it comes:
+// the subscription is re-established on the new primary at once. Without
+// it, the subscription would stay on the old primary until the sentinels
+// demote it (about ten seconds later, measured with Redis 7), and releases
+// announced on the new primary meanwhile would reach no one.
+func (s *redisSubscription) followPrimary(ctx context.Context) {
+	defer close(s.following)
+	o := s.node.failover
+	pause := 50 * time.Millisecond
+	for i := 0; ; i = (i + 1) % len(o.SentinelAddrs) {
+		sc := redis.NewSentinelClient(&redis.Options{
+			Addr: o.SentinelAddrs[i], Username: o.SentinelUsername, Password: o.SentinelPassword,
+			TLSConfig: o.TLSConfig, Dialer: o.Dialer, DialTimeout: o.DialTimeout, DialerRetries: 1, MaxRetries: -1,
+		})
+		ps := sc.Subscribe(ctx, "+switch-master")
+		s.mu.Lock()
+		s.sentinel = ps
+		s.mu.Unlock()
+		for {
+			msg, err := ps.ReceiveTimeout(ctx, 30*time.Second)
+			var nerr interface{ Timeout() bool }
+			if err == nil {
+				pause = 50 * time.Millisecond
+				// "<master name> <old ip> <old port> <new ip> <new port>"
+				if m, ok := msg.(*redis.Message); ok && strings.HasPrefix(m.Payload, o.MasterName+" ") {
+					s.cut()
+				}
+				continue
+			}
+			if ctx.Err() == nil && errors.As(err, &nerr) && nerr.Timeout() && ps.Ping(ctx) == nil {
+				continue
+			}
+			break
+		}
+		_ = ps.Close()
+		_ = sc.Close()
+		if !sleep(ctx, pause) {
+			return
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// cut closes the current pub/sub connection: receive re-establishes it.
+func (s *redisSubscription) cut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ps != nil {
+		_ = s.ps.Close()
+	}
 }
 
 // redialTimeout bounds the re-establishment of a subscription.
@@ -193,7 +253,7 @@ func (s *redisSubscription) Watch(ctx context.Context, key string) error {
 	defer s.mu.Unlock()
 	s.channels[ch] = true
 	if s.ps != nil && s.ps.Subscribe(ctx, ch) != nil {
-		_ = s.ps.Close()
+		_ = s.ps.Close() // receive re-establishes it
 	}
 	return nil
 }
@@ -216,7 +276,13 @@ func (s *redisSubscription) Close() error {
 	if s.ps != nil {
 		err = s.ps.Close() // ends a receive that ignores its context
 	}
+	if s.sentinel != nil {
+		_ = s.sentinel.Close()
+	}
 	s.mu.Unlock()
 	<-s.done
+	if s.following != nil {
+		<-s.following
+	}
 	return err
 }

@@ -1,0 +1,149 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// Integration tests on the deployments users run: Redis Clusters and
+// Sentinel groups of real redis-server processes, each one node of the
+// quorum.
+
+// startClusters starts n clusters of shards primaries each, in parallel.
+func startClusters(t *testing.T, n, shards int) []*testutil.Cluster {
+	cs := make([]*testutil.Cluster, n)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { cs[i] = testutil.StartCluster(t, shards) })
+	}
+	wg.Wait()
+	for _, c := range cs {
+		if c == nil {
+			t.FailNow() // StartCluster reported why
+		}
+	}
+	return cs
+}
+
+// dialURLs dials the node URLs and closes the nodes at cleanup.
+func dialURLs(t *testing.T, urls ...string) redlock.Nodes {
+	t.Helper()
+	nodes, err := redlock.Dial(testutil.Context(t), urls...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	return nodes
+}
+
+// TestLocksOverThreeClusters: three 3-shard Redis Clusters form a node set
+// like three servers: resources on every shard are acquired, renewed,
+// inspected and released, and their fencing tokens grow.
+func TestLocksOverThreeClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	cs := startClusters(t, 3, 3)
+	nodes := dialURLs(t, cs[0].URL(), cs[1].URL(), cs[2].URL())
+	l := newLocker(t, nodes, redlock.Config{LeaseDuration: 5 * time.Second})
+
+	shards := map[int]bool{}
+	last := map[string]fencing.Token{}
+	for round := range 2 {
+		for i := range 12 {
+			name := fmt.Sprintf("job-%d", i)
+			shards[cs[0].ShardForKey(l.Key(name))] = true
+			lease, err := tryAcquire(t, l, name)
+			require.NoError(t, err, "round %d, %s", round, name)
+			require.Greater(t, lease.Fence(), last[name])
+			last[name] = lease.Fence()
+			st, err := l.Inspect(testutil.Context(t), name)
+			require.NoError(t, err)
+			require.Equal(t, redlock.Held, st.State)
+			_, err = l.Renew(testutil.Context(t), name, lease.Token())
+			require.NoError(t, err)
+			require.NoError(t, lease.Release(testutil.Context(t)))
+		}
+	}
+	require.Len(t, shards, 3, "the names must land on every shard")
+}
+
+// TestClusterWaitersWithAShardDown: with one shard down in two of three
+// clusters, waiters for keys on the other shards are still woken by the
+// release announcements (each cluster's subscription is on a primary that
+// answers), not by their hour-long backoff.
+func TestClusterWaitersWithAShardDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	cs := startClusters(t, 3, 3)
+	for _, c := range cs[:2] {
+		require.NoError(t, c.KillShard(0))
+	}
+	nodes := dialURLs(t, cs[0].URL(), cs[1].URL(), cs[2].URL())
+	// The holder's TTL (which also bounds a waiter's sleep) and the backoff
+	// are far beyond the test's patience.
+	l := newLocker(t, nodes, slowPolling(redlock.Config{LeaseDuration: time.Minute}))
+	var names []string
+	stuck := ""
+	for i := 0; len(names) < 5 || stuck == ""; i++ {
+		switch name := fmt.Sprintf("w%d", i); {
+		case cs[0].ShardForKey(l.Key(name)) != 0:
+			names = append(names, name)
+		case stuck == "":
+			stuck = name
+		}
+	}
+	// A waiter for a key on the dead shards, which cannot be served, keeps
+	// its key watched throughout: a subscription routed by that key's slot
+	// would sit on a dead server and hear nothing.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = l.Acquire(ctx, stuck) }()
+	require.Eventually(t, func() bool { return subscribers(cs[2:], l.Key(stuck)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	for _, name := range names {
+		holder, err := tryAcquire(t, l, name)
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			lease, err := l.Acquire(testutil.Context(t), name)
+			if err == nil {
+				err = lease.Release(context.Background())
+			}
+			got <- err
+		}()
+		// Let the waiter make its attempt and subscribe.
+		require.Eventually(t, func() bool { return subscribers(cs, l.Key(name)) == len(cs) }, 10*time.Second, 5*time.Millisecond)
+		require.NoError(t, holder.Release(testutil.Context(t)))
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the waiter for %s was not woken by the release", name)
+		}
+	}
+}
+
+// subscribers counts the subscriptions to key's release channel on every
+// running server of the clusters.
+func subscribers(cs []*testutil.Cluster, key string) int {
+	n := 0
+	for _, c := range cs {
+		for _, s := range c.Servers() {
+			if s.Running() {
+				got, err := s.Client().PubSubNumSub(context.Background(), key+":released").Result()
+				if err == nil {
+					n += int(got[key+":released"])
+				}
+			}
+		}
+	}
+	return n
+}
