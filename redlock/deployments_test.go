@@ -3,10 +3,12 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -146,4 +148,105 @@ func subscribers(cs []*testutil.Cluster, key string) int {
 		}
 	}
 	return n
+}
+
+// TestLocksOverSentinelGroupsThroughAFailover: two Sentinel groups (with
+// the same master name, as is common) and a standalone server form a node
+// set of three. With the standalone server down, one group fails over while
+// a lease is held and another Acquire waits: the waiter's subscription
+// moves to the new primary as soon as the sentinels switch (the old primary
+// is demoted only ~10 s later), so when the holder releases, the waiter is
+// woken by the announcements of both groups within milliseconds, not by its
+// backoff (an hour) or the holder's TTL (30 s). Its fencing token is above
+// the holder's, and it renews and releases on the new primary.
+func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	groups := make([]*testutil.SentinelGroup, 2)
+	var wg sync.WaitGroup
+	for i := range groups {
+		wg.Go(func() { groups[i] = testutil.StartSentinel(t, "locks") })
+	}
+	wg.Wait()
+	if groups[0] == nil || groups[1] == nil {
+		t.FailNow()
+	}
+	solo := testutil.StartRedisServer(t)
+	nodes := dialURLs(t, groups[0].URL(), groups[1].URL(), solo.URL())
+	l := newLocker(t, nodes, slowPolling(redlock.Config{LeaseDuration: 30 * time.Second}))
+	key := l.Key("orders")
+
+	holder, err := tryAcquire(t, l, "orders")
+	require.NoError(t, err)
+	type acquired struct {
+		lease *redlock.Lease
+		at    time.Time
+		err   error
+	}
+	got := make(chan acquired, 1)
+	go func() {
+		lease, err := l.Acquire(testutil.Context(t), "orders")
+		got <- acquired{lease, time.Now(), err}
+	}()
+	old := groups[0].Primary()
+	realSubscribed(t, []*testutil.RedisServer{old, groups[1].Primary(), solo}, key, 1)
+	require.NoError(t, solo.Kill()) // now both groups' announcements are needed
+
+	failed := make(chan error, 1)
+	go func() { failed <- groups[0].Failover(context.Background()) }()
+	var primary *testutil.RedisServer
+	require.Eventually(t, func() bool {
+		primary = groups[0].Primary()
+		return primary != nil && primary != old
+	}, 30*time.Second, 5*time.Millisecond, "the sentinels did not switch")
+	switched := time.Now()
+	// The waiter's subscription follows the switch, long before the old
+	// primary is demoted; and the group's client (go-redis) switches too.
+	require.Eventually(t, func() bool {
+		n, err := primary.Client().PubSubNumSub(context.Background(), key+":released").Result()
+		return err == nil && n[key+":released"] == 1
+	}, 5*time.Second, 5*time.Millisecond, "the subscription stayed on the old primary")
+	t.Logf("subscribed on the new primary %v after the switch was seen", time.Since(switched))
+	client := nodes[0].(*redlock.RedisNode).Client()
+	newID := runID(primary.Client())
+	require.Eventually(t, func() bool { return runID(client) == newID }, 10*time.Second, 5*time.Millisecond)
+	require.True(t, old.Running(), "the old primary is still up, not yet demoted")
+
+	released := time.Now()
+	require.NoError(t, holder.Release(testutil.Context(t)))
+	var a acquired
+	select {
+	case a = <-got:
+		require.NoError(t, a.err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiter was not woken after the failover")
+	}
+	handoff := a.at.Sub(released)
+	t.Logf("hand-off after the failover: %v", handoff)
+	require.Less(t, handoff, 5*time.Second)
+	require.Greater(t, a.lease.Fence(), holder.Fence())
+	require.NoError(t, <-failed)
+
+	// Once the old primary is demoted, the lease renews and releases on
+	// the new primary.
+	_, err = l.Renew(testutil.Context(t), "orders", a.lease.Token())
+	require.NoError(t, err)
+	require.NoError(t, a.lease.Release(testutil.Context(t)))
+}
+
+// runID returns the run_id of the server c reaches.
+func runID(c interface {
+	Info(context.Context, ...string) *redis.StringCmd
+}) string {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	return ""
 }
