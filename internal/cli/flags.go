@@ -3,7 +3,9 @@ package cli
 import (
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/e6344662/go-redlock/internal/nodeurl"
 	"github.com/e6344662/go-redlock/internal/redact"
 	"github.com/e6344662/go-redlock/redlock"
 )
@@ -30,7 +33,7 @@ type globals struct {
 
 // register adds the global flags to fs.
 func (g *globals) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&g.nodes, "nodes", nil, "Redis node `URLs`, comma-separated or repeated: redis://[user:password@]host:port[/db] or rediss://... (default $"+envNodes+")")
+	fs.StringArrayVar(&g.nodes, "nodes", nil, "Redis node `URLs`, comma-separated or repeated: redis://[user:password@]host:port[/db], rediss:// (TLS), unix:///path, redis+cluster://seed:port?addr=seed2:port (a Redis Cluster) or redis+sentinel://sentinel:port?master_name=NAME&addr=sentinel2:port (a Sentinel group) (default $"+envNodes+")")
 	fs.StringVar(&g.prefix, "prefix", redlock.DefaultKeyPrefix, "key prefix of the lock keys")
 	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
 	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
@@ -166,14 +169,17 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// checkURL rejects what is plainly not a redis:// or rediss:// URL with a
-// host. Messages show the URL through redact.URL, never its password.
-// redlock.Dial checks the rest (options, database number).
+// checkURL rejects a node URL that nodeurl.Parse, the one parser of node
+// URLs (the library's, which redlock.Dial uses), would refuse, or that
+// names a port out of range, before any network traffic. The commonest
+// mistakes get a message of their own (a missing scheme, white space, a
+// foreign scheme, no host); the rest is the parser's reason. Messages show
+// the URL through redact.URL, never its password.
 func checkURL(raw string) error {
 	shown := redact.URL(raw)
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok || scheme == "" {
-		return usageErrorf("malformed node URL %s: missing redis:// scheme (want redis://host:port or rediss://host:port)", shown)
+		return usageErrorf("malformed node URL %s: missing redis:// scheme (want redis://host:port, rediss://host:port, redis+cluster://host:port or redis+sentinel://host:port?master_name=NAME)", shown)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -187,18 +193,39 @@ func checkURL(raw string) error {
 	if strings.ContainsAny(raw, " \t\r\n") {
 		return usageErrorf("malformed node URL %s: contains white space", shown)
 	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return usageErrorf("malformed node URL %s: scheme must be redis:// or rediss://", shown)
+	if !slices.Contains(nodeurl.Schemes, u.Scheme) {
+		return usageErrorf("malformed node URL %s: scheme must be redis:// or rediss:// (a server), unix:// (a socket), redis+cluster:// (a Redis Cluster) or redis+sentinel:// (a Sentinel group; rediss+ for TLS)", shown)
 	}
-	if u.Host == "" {
+	if u.Host == "" && u.Scheme != "unix" {
 		return usageErrorf("malformed node URL %s: no host", shown)
 	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return usageErrorf("malformed node URL %s: port %s out of range", shown, p)
+	spec, err := nodeurl.Parse(raw)
+	if err != nil {
+		return usageErrorf("%s", err.Error()) // "malformed node URL <shown>: <reason>"
+	}
+	for _, addr := range specAddrs(spec) {
+		if _, p, err := net.SplitHostPort(addr); err == nil {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return usageErrorf("malformed node URL %s: port %s out of range", shown, p)
+			}
 		}
 	}
 	return nil
+}
+
+// specAddrs returns the TCP addresses a parsed node URL names: the server,
+// the cluster's seeds or the sentinels. A Unix socket has none.
+func specAddrs(s *nodeurl.Spec) []string {
+	switch s.Kind {
+	case nodeurl.Cluster:
+		return s.ClusterOptions.Addrs
+	case nodeurl.Sentinel:
+		return s.FailoverOptions.SentinelAddrs
+	}
+	if s.Options.Network == "unix" {
+		return nil
+	}
+	return []string{s.Options.Addr}
 }
 
 // addWaitFlag adds --wait, of acquire and run, to fs.

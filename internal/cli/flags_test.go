@@ -175,6 +175,18 @@ func TestCheckURL(t *testing.T) {
 		{"redis://", "no host"},
 		{"redis://h:99999", "port 99999 out of range"},
 		{"redis://h :1", "malformed node URL"},
+		// Every kind of node nodeurl parses, and its own reasons.
+		{"unix:///run/redis.sock?db=1", ""},
+		{"redis+cluster://u:pw@h:7000?addr=h2:7000&addr=h3:7000", ""},
+		{"rediss+cluster://h:7000", ""},
+		{"redis+sentinel://h:26379?master_name=locks&addr=h2:26379&password=pw", ""},
+		{"rediss+sentinel://h:26379?master_name=locks", ""},
+		{"redis+sentinel://:s3cretPW@h:26379?addr=h2:26379", "no master_name"},
+		{"redis+cluster://h:7000?addr=h2:99999", "port 99999 out of range"},
+		{"redis+cluster://:s3cretPW@h:1?bogus=1", "malformed node URL redis+cluster://:xxxxx@h:1?bogus=1: redis: unexpected option: bogus"},
+		{"unix+cluster://h:1", "scheme must be redis:// or rediss://"},
+		{"redis+cluster://", "no host"},
+		{"redis://:s3cretPW@h:1/db", "malformed node URL redis://:xxxxx@h:1/db: redis: invalid database number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
