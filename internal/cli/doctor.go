@@ -12,15 +12,15 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/spf13/cobra"
 
-	"github.com/e6344662/go-redlock/internal/redact"
+	"github.com/e6344662/go-redlock/internal/nodeurl"
 )
 
 // clockWarn is the clock offset between a node and the median of the nodes
 // above which doctor warns.
 const clockWarn = 250 * time.Millisecond
 
-// clusterNode is the node column of the checks on the node set as a whole.
-const clusterNode = "*"
+// nodeSetNode is the node column of the checks on the node set as a whole.
+const nodeSetNode = "*"
 
 // doctorResult is the --json output of doctor.
 type doctorResult struct {
@@ -37,20 +37,32 @@ func (a *App) doctorCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the nodes for what Redlock's safety depends on",
-		Long: `Check every node and print a table with OK, WARN or FAIL per check and node:
+		Long: `Check every node and print a table with OK, WARN or FAIL per check and server:
   reachable    PING answered, with the round-trip time
-  version      server version and mode (a Sentinel is FAIL)
+  version      server version and mode (a Sentinel is FAIL; so is a redis://
+               URL naming a cluster member: use redis+cluster://)
   role         a replica is FAIL; a primary with replicas is WARN
   persistence  appendonly yes + appendfsync always is OK; anything less is
                WARN (a restarted node forgets locks and fence counters)
   eviction     maxmemory-policy noeviction is OK; allkeys-* and volatile-*
                can evict lock keys and are FAIL
-  scripts      every Lua script redlock runs loads (SCRIPT LOAD)
-  clock        the node's TIME against the median of the nodes, corrected
-               for half the round trip; WARN above ` + clockWarn.String() + `
-and for the node set (node "*"): node_count (WARN when even or below 3),
-quorum (FAIL when no majority is reachable), distinct (FAIL when two URLs
-reach the same server). Exits 1 when any check is FAIL.
+  scripts      EVALSHA and EVAL both run redlock's read-only inspect script
+               on a key under --prefix; a renamed, disabled or refused
+               EVALSHA or EVAL is FAIL
+  clock        the node's TIME (or INFO's server_time_usec when TIME is
+               refused) against the median of the nodes, corrected for half
+               the round trip; WARN above ` + clockWarn.String() + `
+A Redis Cluster (redis+cluster://) is one node: every primary is checked
+(rows "cluster(seeds)/host:port"), a shard that does not answer is FAIL
+and makes the whole cluster count as unreachable, and a cluster_state row
+reports CLUSTER INFO (FAIL when not ok). A Sentinel group
+(redis+sentinel://) is one node: its current primary is checked (rows
+"sentinel(name@sentinels)"); its replicas make the role WARN, since a
+failover can lose the last writes. The node set (node "*"): node_count
+(WARN when even or below 3), quorum (FAIL when no majority of the nodes is
+reachable), distinct (FAIL when two URLs reach the same server, by the
+run_id of every server behind them). Exits 1 when any check is FAIL.
+Works with the minimal ACL user of docs/security.md (CONFIG is then WARN).
 
 ` + exitCodeHelp,
 		Args: noArgs,
@@ -62,18 +74,14 @@ reach the same server). Exits 1 when any check is FAIL.
 			if err != nil {
 				return err
 			}
-			clients, err := doctorClients(urls)
+			nodes, err := doctorNodes(urls)
 			if err != nil {
 				return err
 			}
-			defer func() {
-				for _, c := range clients {
-					_ = c.Close()
-				}
-			}()
+			defer closeDoctorNodes(nodes)
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			res := diagnose(ctx, clients, a.g.callTimeout())
+			res := diagnose(ctx, nodes, a.g.prefix, a.g.callTimeout())
 			if ie := interrupted(ctx); ie != nil {
 				return ie
 			}
@@ -98,43 +106,103 @@ func failSummary(n int) string {
 	return fmt.Sprintf("doctor: %d checks FAIL", n)
 }
 
-// doctorClients builds one client per URL without connecting. A URL that
-// go-redis rejects is a usage error; its password never appears.
-func doctorClients(urls []string) ([]*redis.Client, error) {
-	var clients []*redis.Client
-	for _, raw := range urls {
-		opts, err := redis.ParseURL(raw)
-		if err != nil {
-			for _, c := range clients {
-				_ = c.Close()
-			}
-			return nil, usageErrorf("malformed node URL %s: %s", redact.URL(raw), redact.URLError(raw, err))
-		}
-		opts.ContextTimeoutEnabled = true
-		opts.MaxRetries = -1 // one attempt per check: the doctor measures
-		opts.DisableIdentity = true
-		opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-		clients = append(clients, redis.NewClient(opts))
-	}
-	return clients, nil
+// doctorNode is one node URL: its parsed form and a client for it (a
+// *redis.Client for a server or a Sentinel group, a *redis.ClusterClient
+// for a cluster).
+type doctorNode struct {
+	spec   *nodeurl.Spec
+	client redis.UniversalClient
 }
 
-// diagnose examines every node in parallel, then the node set.
-func diagnose(ctx context.Context, clients []*redis.Client, timeout time.Duration) doctorResult {
-	reports := make([]*nodeReport, len(clients))
+// doctorNodes parses every URL with nodeurl.Parse, the parser redlock.Dial
+// uses, and builds its client without connecting. A URL it rejects is a
+// usage error; its password never appears.
+func doctorNodes(urls []string) ([]*doctorNode, error) {
+	nodes := make([]*doctorNode, 0, len(urls))
+	for _, raw := range urls {
+		spec, err := nodeurl.Parse(raw)
+		if err != nil {
+			closeDoctorNodes(nodes)
+			return nil, usageErrorf("%s", err.Error())
+		}
+		tuneDoctor(spec)
+		nodes = append(nodes, &doctorNode{spec: spec, client: spec.NewClient()})
+	}
+	return nodes, nil
+}
+
+// closeDoctorNodes closes the nodes' clients.
+func closeDoctorNodes(nodes []*doctorNode) {
+	for _, n := range nodes {
+		_ = n.client.Close()
+	}
+}
+
+// tuneDoctor sets the client options of the doctor: those of a Redlock
+// node (Tune), one attempt per check whatever the URL says (the doctor
+// measures), and nothing sent on connecting beyond HELLO and AUTH (no
+// CLIENT SETINFO, no maintenance notifications), which a minimal ACL user
+// may not run.
+func tuneDoctor(s *nodeurl.Spec) {
+	s.Tune()
+	off := func() *maintnotifications.Config {
+		return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	switch s.Kind {
+	case nodeurl.Cluster:
+		o := s.ClusterOptions
+		o.MaxRetries, o.DisableIdentity, o.MaintNotificationsConfig = -1, true, off()
+	case nodeurl.Sentinel:
+		o := s.FailoverOptions
+		o.MaxRetries, o.DisableIdentity = -1, true
+	default:
+		o := s.Options
+		o.MaxRetries, o.DisableIdentity, o.MaintNotificationsConfig = -1, true, off()
+	}
+}
+
+// nodeResult is what the doctor learned about one node (one URL): rows
+// about the node as a whole, then the reports of the servers behind it
+// (a standalone server, every primary of a cluster, a Sentinel group's
+// current primary).
+type nodeResult struct {
+	head    []check
+	servers []*nodeReport
+	// up is whether the node counts as reachable for the quorum: it was
+	// found, and every server behind it answered.
+	up bool
+}
+
+// rows returns the node's rows in order: its own, then each server's.
+func (nr *nodeResult) rows() []check {
+	out := slices.Clone(nr.head)
+	for _, r := range nr.servers {
+		out = append(out, r.checks...)
+	}
+	return out
+}
+
+// diagnose examines every node in parallel, then the node set. prefix is
+// the key prefix of the lock keys (the scripts check reads a key under it).
+func diagnose(ctx context.Context, nodes []*doctorNode, prefix string, timeout time.Duration) doctorResult {
+	results := make([]*nodeResult, len(nodes))
 	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Go(func() { reports[i] = examine(ctx, c, c.Options().Addr, timeout) })
+	for i, n := range nodes {
+		wg.Go(func() { results[i] = n.examine(ctx, prefix, timeout) })
 	}
 	wg.Wait()
-	checkClocks(reports)
-
-	n := len(clients)
-	res := doctorResult{Nodes: n, Quorum: n/2 + 1}
-	for _, r := range reports {
-		res.Checks = append(res.Checks, r.checks...)
+	var servers []*nodeReport
+	for _, nr := range results {
+		servers = append(servers, nr.servers...)
 	}
-	res.Checks = append(res.Checks, clusterChecks(reports)...)
+	checkClocks(servers)
+
+	n := len(nodes)
+	res := doctorResult{Nodes: n, Quorum: n/2 + 1}
+	for _, nr := range results {
+		res.Checks = append(res.Checks, nr.rows()...)
+	}
+	res.Checks = append(res.Checks, nodeSetChecks(results)...)
 	for _, c := range res.Checks {
 		switch c.Status {
 		case statusFail:
@@ -147,8 +215,8 @@ func diagnose(ctx context.Context, clients []*redis.Client, timeout time.Duratio
 	return res
 }
 
-// checkClocks adds a clock row to every reachable node: its offset from the
-// median of the nodes' offsets.
+// checkClocks adds a clock row to every reachable server: its offset from
+// the median of the servers' offsets.
 func checkClocks(reports []*nodeReport) {
 	var offsets []time.Duration
 	for _, r := range reports {
@@ -165,10 +233,13 @@ func checkClocks(reports []*nodeReport) {
 		switch {
 		case !r.reachable:
 		case !r.clockOK:
-			r.add("clock", statusWarn, "TIME failed")
+			r.add("clock", statusWarn, "cannot read the server's clock (TIME, then INFO server_time_usec): %s", r.clockFail)
 		default:
 			rel := r.clock - median
 			detail := fmt.Sprintf("%s from the nodes' median (±%s); %s from this host", signed(rel), fmtDuration(r.clockErr), signed(r.clock))
+			if r.clockVia != "" {
+				detail += " (" + r.clockVia + ")"
+			}
 			status := statusOK
 			if rel > clockWarn || rel < -clockWarn {
 				status = statusWarn
@@ -188,13 +259,15 @@ func signed(d time.Duration) string {
 	return "+" + d.String()
 }
 
-// clusterChecks are the checks on the node set as a whole.
-func clusterChecks(reports []*nodeReport) []check {
-	n := len(reports)
+// nodeSetChecks are the checks on the node set as a whole: the number of
+// nodes (URLs), how many are reachable, and whether two of them reach one
+// server (by the run_id of every server behind every node).
+func nodeSetChecks(nodes []*nodeResult) []check {
+	n := len(nodes)
 	q := n/2 + 1
 	var out []check
 	add := func(name, status, format string, args ...any) {
-		out = append(out, check{Node: clusterNode, Check: name, Status: status, Detail: fmt.Sprintf(format, args...)})
+		out = append(out, check{Node: nodeSetNode, Check: name, Status: status, Detail: fmt.Sprintf(format, args...)})
 	}
 	switch {
 	case n == 1:
@@ -208,8 +281,8 @@ func clusterChecks(reports []*nodeReport) []check {
 	}
 
 	up := 0
-	for _, r := range reports {
-		if r.reachable {
+	for _, nr := range nodes {
+		if nr.up {
 			up++
 		}
 	}
@@ -220,9 +293,11 @@ func clusterChecks(reports []*nodeReport) []check {
 	}
 
 	byID := map[string][]string{}
-	for _, r := range reports {
-		if r.runID != "" {
-			byID[r.runID] = append(byID[r.runID], r.addr)
+	for _, nr := range nodes {
+		for _, r := range nr.servers {
+			if r.runID != "" {
+				byID[r.runID] = append(byID[r.runID], r.addr)
+			}
 		}
 	}
 	var dups []string

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/e6344662/go-redlock/internal/nodeurl"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
@@ -27,16 +29,25 @@ type check struct {
 	Detail string `json:"detail"`
 }
 
-// nodeReport is what the doctor learned about one node.
+// nodeReport is what the doctor learned about one server: a standalone
+// node, one primary of a cluster, or a Sentinel group's current primary.
 type nodeReport struct {
+	// addr is the NODE column of the server's rows.
 	addr      string
 	reachable bool
 	runID     string
 	checks    []check
-	// clock is the node's TIME minus this host's clock at the same instant
+	// clock is the server's clock minus this host's at the same instant
 	// (RTT-compensated); clockErr is half the round trip of that sample.
-	clock, clockErr time.Duration
-	clockOK         bool
+	// clockVia says where the clock was read when not from TIME; clockFail
+	// why it could not be read.
+	clock, clockErr     time.Duration
+	clockOK             bool
+	clockVia, clockFail string
+	// clusterInfo is the primary's CLUSTER INFO (cluster nodes only), or
+	// clusterErr why it is missing.
+	clusterInfo map[string]string
+	clusterErr  error
 }
 
 // add appends a row for the check name with status and a detail.
@@ -51,10 +62,28 @@ var (
 	oldVersion = [3]int{6, 2, 0}
 )
 
-// examine runs every per-node check on one server; each call is bounded by
-// timeout.
-func examine(ctx context.Context, c *redis.Client, addr string, timeout time.Duration) *nodeReport {
-	r := &nodeReport{addr: addr}
+// target is one server to examine and how to read it.
+type target struct {
+	client *redis.Client
+	// label is the NODE column of its rows: the server's address, or its
+	// node's name ("cluster(seeds)/host:port", "sentinel(name@sentinels)").
+	label string
+	// kind is the kind of node URL the server was reached through.
+	kind nodeurl.Kind
+	// key is a lock key under --prefix that this server holds (for a
+	// cluster primary, one in a slot it serves), for the scripts check;
+	// "" when there is none.
+	key string
+	// note is added to the reachable row (a Sentinel group's primary's
+	// address).
+	note string
+}
+
+// examine runs every per-server check on one server; each call is bounded
+// by timeout.
+func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
+	r := &nodeReport{addr: t.label}
+	c := t.client
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, timeout) }
 
 	rtt, err := pingRTT(ctx, c, timeout)
@@ -63,7 +92,7 @@ func examine(ctx context.Context, c *redis.Client, addr string, timeout time.Dur
 		return r
 	}
 	r.reachable = true
-	r.add("reachable", statusOK, "PING round trip %s", fmtDuration(rtt))
+	r.add("reachable", statusOK, "PING round trip %s%s", fmtDuration(rtt), t.note)
 
 	cctx, cancel := call()
 	server, err := infoSection(cctx, c, "server")
@@ -72,7 +101,7 @@ func examine(ctx context.Context, c *redis.Client, addr string, timeout time.Dur
 		r.add("version", statusWarn, "INFO server failed: %s", reason(err))
 	} else {
 		r.runID = server["run_id"]
-		checkVersion(r, server)
+		checkVersion(r, t.kind, server)
 	}
 
 	cctx, cancel = call()
@@ -81,7 +110,7 @@ func examine(ctx context.Context, c *redis.Client, addr string, timeout time.Dur
 	if err != nil {
 		r.add("role", statusWarn, "INFO replication failed: %s", reason(err))
 	} else {
-		checkRole(r, repl)
+		checkRole(r, t.kind, repl)
 	}
 
 	cctx, cancel = call()
@@ -95,8 +124,17 @@ func examine(ctx context.Context, c *redis.Client, addr string, timeout time.Dur
 		checkEviction(r, conf)
 	}
 
-	checkScripts(ctx, r, c, timeout)
-	r.clock, r.clockErr, r.clockOK = clockOffset(ctx, c, timeout)
+	if t.key == "" {
+		r.add("scripts", statusWarn, "no key under --prefix hashes to a slot of this shard (does --prefix hold a {hash tag}?): EVALSHA and EVAL not checked here")
+	} else {
+		checkScripts(ctx, r, c, t.key, timeout)
+	}
+	if t.kind == nodeurl.Cluster {
+		cctx, cancel = call()
+		r.clusterInfo, r.clusterErr = clusterInfo(cctx, c)
+		cancel()
+	}
+	clockOffset(ctx, r, c, timeout)
 	return r
 }
 
@@ -125,13 +163,27 @@ func infoSection(ctx context.Context, c *redis.Client, section string) (map[stri
 	if err != nil {
 		return nil, err
 	}
+	return infoMap(s), nil
+}
+
+// infoMap parses the "field:value" lines of an INFO or CLUSTER INFO reply.
+func infoMap(s string) map[string]string {
 	m := map[string]string{}
 	for _, line := range strings.Split(s, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
 			m[k] = v
 		}
 	}
-	return m, nil
+	return m
+}
+
+// clusterInfo returns a cluster node's CLUSTER INFO as a map.
+func clusterInfo(ctx context.Context, c *redis.Client) (map[string]string, error) {
+	s, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	return infoMap(s), nil
 }
 
 // configGet reads configuration parameters.
@@ -176,9 +228,11 @@ func versionLess(a, b [3]int) bool {
 	return false
 }
 
-// checkVersion adds the version row from INFO server: too old or a
-// Sentinel is FAIL; cluster mode or an unmaintained release is WARN.
-func checkVersion(r *nodeReport, server map[string]string) {
+// checkVersion adds the version row from INFO server: too old, a
+// Sentinel, or a cluster member reached through a standalone URL is FAIL;
+// an unmaintained release is WARN. Cluster mode is what a cluster node
+// (kind Cluster) is made of.
+func checkVersion(r *nodeReport, kind nodeurl.Kind, server map[string]string) {
 	ver, mode := server["redis_version"], server["redis_mode"]
 	if mode == "" {
 		mode = "standalone"
@@ -186,13 +240,13 @@ func checkVersion(r *nodeReport, server map[string]string) {
 	v, ok := parseVersion(ver)
 	switch {
 	case mode == "sentinel":
-		r.add("version", statusFail, "%s is a Sentinel, not a data node: list the primaries it manages", ver)
+		r.add("version", statusFail, "%s is a Sentinel, not a data node: name the group it watches with redis+sentinel://%s?master_name=NAME", ver, r.addr)
+	case mode == "cluster" && kind != nodeurl.Cluster:
+		r.add("version", statusFail, "Redis %s in cluster mode: a redis:// URL reaches this one shard only (keys on other shards get MOVED errors); name the whole cluster as one node with redis+cluster://%s", ver, r.addr)
 	case !ok:
 		r.add("version", statusWarn, "unrecognized version %q (%s)", ver, mode)
 	case versionLess(v, minVersion):
 		r.add("version", statusFail, "Redis %s is older than 2.6.12: no SET NX PX", ver)
-	case mode == "cluster":
-		r.add("version", statusWarn, "Redis %s in cluster mode: this client speaks to one shard only, so keys on other shards get MOVED errors", ver)
 	case versionLess(v, oldVersion):
 		r.add("version", statusWarn, "Redis %s (%s) is past its end of life; upgrade to 7", ver, mode)
 	default:
@@ -200,16 +254,24 @@ func checkVersion(r *nodeReport, server map[string]string) {
 	}
 }
 
-// checkRole adds the role row from INFO replication: a replica is FAIL,
-// a primary with replicas WARN.
-func checkRole(r *nodeReport, repl map[string]string) {
+// checkRole adds the role row from INFO replication: a replica is FAIL, a
+// primary with replicas WARN (replication is asynchronous). A Sentinel
+// group's primary has replicas by design; its WARN says what a failover
+// costs.
+func checkRole(r *nodeReport, kind nodeurl.Kind, repl map[string]string) {
 	switch role := repl["role"]; role {
 	case "master":
-		if n, _ := strconv.Atoi(repl["connected_slaves"]); n > 0 {
-			r.add("role", statusWarn, "primary with %d replicas: replication is asynchronous, so a failover to a replica can forget recent locks", n)
-			return
+		n, _ := strconv.Atoi(repl["connected_slaves"])
+		switch {
+		case kind == nodeurl.Sentinel && n > 0:
+			r.add("role", statusWarn, "the group's current primary, with %s: replication is asynchronous, so a failover can lose the last writes (locks just granted, fence increments) and this node forgets them; the other nodes of the quorum still hold them", plural(n, "replica"))
+		case kind == nodeurl.Sentinel:
+			r.add("role", statusOK, "the group's current primary (no replica connected: Sentinel cannot fail it over)")
+		case n > 0:
+			r.add("role", statusWarn, "primary with %s: replication is asynchronous, so a failover to a replica can forget recent locks", plural(n, "replica"))
+		default:
+			r.add("role", statusOK, "primary")
 		}
-		r.add("role", statusOK, "primary")
 	case "slave":
 		r.add("role", statusFail, "replica of %s:%s: it refuses writes, and replicas are not independent nodes; list primaries only",
 			repl["master_host"], repl["master_port"])
@@ -250,47 +312,123 @@ func checkEviction(r *nodeReport, conf map[string]string) {
 	}
 }
 
-// checkScripts loads every script redlock runs and checks its digest.
-func checkScripts(ctx context.Context, r *nodeReport, c *redis.Client, timeout time.Duration) {
-	for _, s := range scripts.All {
+// checkScripts checks that the server runs redlock's scripts the way the
+// library does, with only the commands a minimal ACL user has: the
+// read-only inspect script on key (and key:fence), first by EVALSHA (a
+// reply, or NOSCRIPT when the script is not cached yet: either proves
+// EVALSHA works), then by EVAL with its source (what the library falls
+// back to when the cache is empty, after a restart or SCRIPT FLUSH). No
+// SCRIPT LOAD: it would need a permission the library does not, and a
+// script it cached would hide a renamed EVAL.
+func checkScripts(ctx context.Context, r *nodeReport, c *redis.Client, key string, timeout time.Duration) {
+	keys := []string{key, key + ":fence"}
+	run := func(f func(ctx context.Context) error) error {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		sha, err := s.Load(cctx, c).Result()
-		cancel()
-		if err != nil {
-			r.add("scripts", statusFail, "SCRIPT LOAD failed: %s", reason(err))
-			return
-		}
-		if sha != s.Hash() {
-			r.add("scripts", statusFail, "SCRIPT LOAD returned digest %s, expected %s", sha, s.Hash())
-			return
-		}
+		defer cancel()
+		return f(cctx)
 	}
-	r.add("scripts", statusOK, "%d Lua scripts loaded", len(scripts.All))
+	var problems []string
+	cached := true
+	err := run(func(ctx context.Context) error { return c.EvalSha(ctx, scripts.Inspect.Hash(), keys).Err() })
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		cached = false
+	default:
+		problems = append(problems, scriptProblem("EVALSHA", err,
+			"every lock operation runs its script with EVALSHA"))
+	}
+	first := err
+	err = run(func(ctx context.Context) error { return scripts.Inspect.Eval(ctx, c, keys).Err() })
+	if err != nil && !errors.Is(err, redis.Nil) && (first == nil || reason(first) != reason(err)) {
+		problems = append(problems, scriptProblem("EVAL", err,
+			"after a restart or SCRIPT FLUSH empties the script cache, no script can run"))
+	}
+	if len(problems) > 0 {
+		r.add("scripts", statusFail, "%s", strings.Join(problems, "; "))
+		return
+	}
+	detail := fmt.Sprintf("EVALSHA and EVAL both ran the read-only inspect script on %s", key)
+	if !cached {
+		detail += " (EVALSHA answered NOSCRIPT before EVAL cached it)"
+	}
+	r.add("scripts", statusOK, "%s", detail)
 }
 
-// clockOffset estimates the node's clock minus this host's from three TIME
-// calls: each sample assumes the server read its clock halfway through the
-// round trip, and the sample with the shortest round trip wins. It returns
-// the offset, its uncertainty (half that round trip) and whether it worked.
-func clockOffset(ctx context.Context, c *redis.Client, timeout time.Duration) (offset, uncertainty time.Duration, ok bool) {
+// scriptProblem says why running a script with cmd (EVALSHA or EVAL)
+// failed, and what that costs (why).
+func scriptProblem(cmd string, err error, why string) string {
+	msg := reason(err)
+	switch {
+	case strings.Contains(strings.ToLower(msg), "unknown command"):
+		msg, _, _ = strings.Cut(msg, ", with args") // not the script's source
+		return fmt.Sprintf("%s is renamed or disabled (%s): %s", cmd, msg, why)
+	case strings.Contains(msg, "access one of the keys"):
+		return fmt.Sprintf("%s refused: the ACL does not let this user use keys under --prefix (%s); give it ~PREFIX* (docs/security.md)", cmd, msg)
+	case strings.Contains(msg, "can't run this command"):
+		return fmt.Sprintf("%s ran, but the ACL refuses a command the script calls (%s); grant the scripts' commands (docs/security.md)", cmd, msg)
+	case redis.HasErrorPrefix(err, "NOPERM"):
+		return fmt.Sprintf("%s refused by the ACL (%s): grant +%s; %s", cmd, msg, strings.ToLower(cmd), why)
+	case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"):
+		return fmt.Sprintf("%s on a key of another shard (%s): this server is a cluster member; name the cluster with redis+cluster://", cmd, msg)
+	}
+	return fmt.Sprintf("%s failed: %s", cmd, msg)
+}
+
+// clockOffset estimates the server's clock minus this host's from three
+// samples: each assumes the server read its clock halfway through the round
+// trip, and the sample with the shortest round trip wins. The clock is
+// TIME, or, when the server refuses TIME (an ACL user without it), INFO
+// server's server_time_usec. It sets r's clock fields.
+func clockOffset(ctx context.Context, r *nodeReport, c *redis.Client, timeout time.Duration) {
+	read := func(ctx context.Context) (time.Time, error) { return c.Time(ctx).Result() }
 	best := time.Duration(-1)
-	for range 3 {
+	var lastErr error
+	for i := 0; i < 3; i++ {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		start := time.Now()
-		t, err := c.Time(cctx).Result()
+		t, err := read(cctx)
 		rtt := time.Since(start)
 		cancel()
+		var rerr redis.Error
+		if err != nil && r.clockVia == "" && errors.As(err, &rerr) {
+			// Refused (NOPERM, unknown command): INFO for every sample.
+			r.clockVia = "from INFO server_time_usec: TIME refused"
+			read = func(ctx context.Context) (time.Time, error) { return infoTime(ctx, c) }
+			i--
+			continue
+		}
 		if err != nil {
+			lastErr = err
 			continue
 		}
 		if best < 0 || rtt < best {
 			best = rtt
 			mid := start.Add(rtt / 2).Round(0) // wall clock only
-			offset = t.Sub(mid)
+			r.clock = t.Sub(mid)
 		}
 	}
 	if best < 0 {
-		return 0, 0, false
+		r.clockVia = ""
+		r.clockFail = "no answer"
+		if lastErr != nil {
+			r.clockFail = reason(lastErr)
+		}
+		return
 	}
-	return offset, best / 2, true
+	r.clockErr, r.clockOK = best/2, true
+}
+
+// infoTime reads the server's clock from INFO server (server_time_usec,
+// Redis 5 and later).
+func infoTime(ctx context.Context, c *redis.Client) (time.Time, error) {
+	server, err := infoSection(ctx, c, "server")
+	if err != nil {
+		return time.Time{}, err
+	}
+	us, err := strconv.ParseInt(server["server_time_usec"], 10, 64)
+	if err != nil {
+		return time.Time{}, errors.New("INFO server has no server_time_usec")
+	}
+	return time.UnixMicro(us), nil
 }

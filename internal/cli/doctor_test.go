@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/internal/nodeurl"
 )
 
 // status runs one check function on a fresh report and returns the row.
@@ -49,61 +52,108 @@ func TestCheckEviction(t *testing.T) {
 }
 
 // TestCheckRoleAndVersion: the role and version rows for each kind of
-// server.
+// server and of node URL.
 func TestCheckRoleAndVersion(t *testing.T) {
-	require.Equal(t, statusOK, rowOf(t, func(r *nodeReport) { checkRole(r, map[string]string{"role": "master", "connected_slaves": "0"}) }).Status)
-	require.Equal(t, statusWarn, rowOf(t, func(r *nodeReport) { checkRole(r, map[string]string{"role": "master", "connected_slaves": "2"}) }).Status)
-	c := rowOf(t, func(r *nodeReport) {
-		checkRole(r, map[string]string{"role": "slave", "master_host": "10.0.0.9", "master_port": "6379"})
-	})
+	role := func(kind nodeurl.Kind, repl map[string]string) check {
+		return rowOf(t, func(r *nodeReport) { checkRole(r, kind, repl) })
+	}
+	require.Equal(t, statusOK, role(nodeurl.Standalone, map[string]string{"role": "master", "connected_slaves": "0"}).Status)
+	require.Equal(t, statusWarn, role(nodeurl.Standalone, map[string]string{"role": "master", "connected_slaves": "2"}).Status)
+	require.Equal(t, statusWarn, role(nodeurl.Cluster, map[string]string{"role": "master", "connected_slaves": "1"}).Status)
+	c := role(nodeurl.Sentinel, map[string]string{"role": "master", "connected_slaves": "1"})
+	require.Equal(t, statusWarn, c.Status)
+	require.Contains(t, c.Detail, "a failover can lose the last writes")
+	require.Equal(t, statusOK, role(nodeurl.Sentinel, map[string]string{"role": "master", "connected_slaves": "0"}).Status)
+	c = role(nodeurl.Standalone, map[string]string{"role": "slave", "master_host": "10.0.0.9", "master_port": "6379"})
 	require.Equal(t, statusFail, c.Status)
 	require.Contains(t, c.Detail, "replica of 10.0.0.9:6379")
 
-	for ver, status := range map[string]string{"7.0.15": statusOK, "6.2.0": statusOK, "6.0.9": statusWarn, "2.6.11": statusFail, "junk": statusWarn} {
-		c := rowOf(t, func(r *nodeReport) {
-			checkVersion(r, map[string]string{"redis_version": ver, "redis_mode": "standalone"})
+	version := func(kind nodeurl.Kind, ver, mode string) check {
+		return rowOf(t, func(r *nodeReport) {
+			checkVersion(r, kind, map[string]string{"redis_version": ver, "redis_mode": mode})
 		})
-		require.Equal(t, status, c.Status, ver)
 	}
-	require.Equal(t, statusFail, rowOf(t, func(r *nodeReport) {
-		checkVersion(r, map[string]string{"redis_version": "7.2.0", "redis_mode": "sentinel"})
-	}).Status)
-	require.Equal(t, statusWarn, rowOf(t, func(r *nodeReport) {
-		checkVersion(r, map[string]string{"redis_version": "7.2.0", "redis_mode": "cluster"})
-	}).Status)
+	for ver, status := range map[string]string{"7.0.15": statusOK, "6.2.0": statusOK, "6.0.9": statusWarn, "2.6.11": statusFail, "junk": statusWarn} {
+		require.Equal(t, status, version(nodeurl.Standalone, ver, "standalone").Status, ver)
+	}
+	c = version(nodeurl.Standalone, "7.2.0", "sentinel")
+	require.Equal(t, statusFail, c.Status)
+	require.Contains(t, c.Detail, "redis+sentinel://n:1?master_name=NAME")
+	// A cluster member named by redis:// is one shard, not the node.
+	c = version(nodeurl.Standalone, "7.2.0", "cluster")
+	require.Equal(t, statusFail, c.Status)
+	require.Contains(t, c.Detail, "redis+cluster://n:1")
+	require.Equal(t, statusOK, version(nodeurl.Cluster, "7.2.0", "cluster").Status)
 }
 
-// TestClusterChecks: the node-set rows (node_count, quorum, distinct).
-func TestClusterChecks(t *testing.T) {
-	reports := func(n, up int, ids ...string) []*nodeReport {
-		var rs []*nodeReport
+// TestClusterStateRow: the cluster_state row of a cluster node.
+func TestClusterStateRow(t *testing.T) {
+	shard := func(state, assigned string) *nodeReport {
+		return &nodeReport{addr: "cluster(a:1)/h:" + state, reachable: true,
+			clusterInfo: map[string]string{"cluster_state": state, "cluster_slots_assigned": assigned}}
+	}
+	c := clusterStateRow("cluster(a:1)", []*nodeReport{shard("ok", "16384"), shard("ok", "16384")})
+	require.Equal(t, statusOK, c.Status)
+	require.Equal(t, "cluster(a:1)", c.Node)
+	require.Equal(t, "cluster_state ok on 2 of 2 primaries, 16384 hash slots assigned", c.Detail)
+	c = clusterStateRow("cluster(a:1)", []*nodeReport{shard("ok", "16384"), shard("fail", "16384")})
+	require.Equal(t, statusFail, c.Status)
+	require.Contains(t, c.Detail, `h:fail says "fail"`)
+	require.Equal(t, statusWarn, clusterStateRow("c", []*nodeReport{shard("ok", "100")}).Status)
+	require.Equal(t, statusWarn, clusterStateRow("c", []*nodeReport{{reachable: true, clusterErr: errors.New("NOPERM")}}).Status)
+	require.Equal(t, statusFail, clusterStateRow("c", []*nodeReport{{}}).Status)
+}
+
+// TestNodeSetChecks: the node-set rows (node_count, quorum, distinct),
+// counted in nodes (URLs), whatever number of servers each has.
+func TestNodeSetChecks(t *testing.T) {
+	nodes := func(n, up int, ids ...string) []*nodeResult {
+		var rs []*nodeResult
 		for i := range n {
 			r := &nodeReport{addr: string(rune('a' + i)), reachable: i < up}
 			if i < len(ids) {
 				r.runID = ids[i]
 			}
-			rs = append(rs, r)
+			rs = append(rs, &nodeResult{servers: []*nodeReport{r}, up: r.reachable})
 		}
 		return rs
 	}
 	byName := func(cs []check) map[string]check {
 		m := map[string]check{}
 		for _, c := range cs {
-			require.Equal(t, clusterNode, c.Node)
+			require.Equal(t, nodeSetNode, c.Node)
 			m[c.Check] = c
 		}
 		return m
 	}
 	for n, status := range map[int]string{1: statusWarn, 2: statusWarn, 3: statusOK, 4: statusWarn, 5: statusOK, 6: statusWarn, 7: statusOK} {
-		require.Equal(t, status, byName(clusterChecks(reports(n, n)))["node_count"].Status, "n=%d", n)
+		require.Equal(t, status, byName(nodeSetChecks(nodes(n, n)))["node_count"].Status, "n=%d", n)
 	}
-	m := byName(clusterChecks(reports(5, 2)))
+	m := byName(nodeSetChecks(nodes(5, 2)))
 	require.Equal(t, statusFail, m["quorum"].Status)
 	require.Equal(t, "only 2 of 5 nodes reachable, 3 needed: no lock can be taken", m["quorum"].Detail)
-	require.Equal(t, statusOK, byName(clusterChecks(reports(5, 3)))["quorum"].Status)
-	m = byName(clusterChecks(reports(3, 3, "x", "y", "x")))
+	require.Equal(t, statusOK, byName(nodeSetChecks(nodes(5, 3)))["quorum"].Status)
+	m = byName(nodeSetChecks(nodes(3, 3, "x", "y", "x")))
 	require.Equal(t, statusFail, m["distinct"].Status)
 	require.Contains(t, m["distinct"].Detail, "a = c")
+
+	// A cluster is one node of three servers; a server behind two nodes
+	// is caught.
+	cl := &nodeResult{up: true, servers: []*nodeReport{
+		{addr: "cluster(s)/p1", reachable: true, runID: "p1"},
+		{addr: "cluster(s)/p2", reachable: true, runID: "p2"},
+		{addr: "cluster(s)/p3", reachable: true, runID: "p3"},
+	}}
+	set := append(nodes(2, 2, "x", "y"), cl)
+	m = byName(nodeSetChecks(set))
+	require.Equal(t, "3 nodes, quorum 2: tolerates 1 down", m["node_count"].Detail)
+	require.Equal(t, "5 distinct servers (by run_id)", m["distinct"].Detail)
+	set[0].servers[0].runID = "p2"
+	require.Contains(t, byName(nodeSetChecks(set))["distinct"].Detail, "a = cluster(s)/p2")
+	// A cluster with a shard down is not reachable.
+	cl.up = false
+	m = byName(nodeSetChecks(set))
+	require.Equal(t, "2 of 3 nodes reachable, 2 needed", m["quorum"].Detail)
 }
 
 // TestCheckClocks: each node's clock against the median of the nodes.

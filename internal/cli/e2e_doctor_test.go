@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -111,9 +112,9 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 		primary.Addr() + " eviction":     statusOK,
 		primary.Addr() + " persistence":  statusOK,
 		replica.Addr() + " scripts":      statusOK,
-		clusterNode + " node_count":      statusOK,
-		clusterNode + " quorum":          statusOK,
-		clusterNode + " distinct":        statusOK,
+		nodeSetNode + " node_count":      statusOK,
+		nodeSetNode + " quorum":          statusOK,
+		nodeSetNode + " distinct":        statusOK,
 		lru.Addr() + " reachable":        statusOK,
 		noAOF.Addr() + " version":        statusOK,
 		volatile.Addr() + " persistence": statusOK,
@@ -181,4 +182,70 @@ func TestE2EDoctorConfigRefused(t *testing.T) {
 		require.Contains(t, ch.Detail, "cannot read the configuration (CONFIG GET: ERR unknown command")
 	}
 	require.Equal(t, statusOK, checks[locked.Addr()+" scripts"].Status)
+}
+
+// TestE2EDoctorScriptsRenamed: a server where EVAL or EVALSHA is renamed
+// away fails the scripts check, whatever its script cache holds: doctor
+// runs both commands itself rather than loading the scripts.
+func TestE2EDoctorScriptsRenamed(t *testing.T) {
+	t.Parallel()
+	ok := testutil.StartRedisServer(t)
+	noEval := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVAL ""`))
+	noEvalSha := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVALSHA "EVALSHA-ELSEWHERE"`))
+	urls := []string{ok.URL(), noEval.URL(), noEvalSha.URL()}
+
+	r, res, checks := doctorChecks(t, urls)
+	requireCode(t, r, exitFailure, "doctor: 2 checks FAIL")
+	require.Equal(t, 2, res.Fail, "%+v", res.Checks)
+	require.Equal(t, statusOK, checks[ok.Addr()+" scripts"].Status)
+
+	c := checks[noEval.Addr()+" scripts"]
+	require.Equal(t, statusFail, c.Status)
+	require.Equal(t, "EVAL is renamed or disabled (ERR unknown command 'eval'): after a restart or SCRIPT FLUSH empties the script cache, no script can run", c.Detail)
+	c = checks[noEvalSha.Addr()+" scripts"]
+	require.Equal(t, statusFail, c.Status)
+	require.Equal(t, "EVALSHA is renamed or disabled (ERR unknown command 'evalsha'): every lock operation runs its script with EVALSHA", c.Detail)
+
+	// The script cached (as a Locker's first EVAL leaves it) hides nothing.
+	require.NoError(t, scripts.Inspect.Load(t.Context(), noEval.Client()).Err())
+	_, _, checks = doctorChecks(t, urls)
+	require.Equal(t, statusFail, checks[noEval.Addr()+" scripts"].Status)
+	require.Contains(t, checks[noEval.Addr()+" scripts"].Detail, "EVAL is renamed or disabled")
+}
+
+// TestE2EDoctorMinimalACL: doctor passes as the minimal ACL user of
+// docs/security.md (testutil.LockerACL): CONFIG is refused (persistence
+// and eviction WARN), TIME too (the clock comes from INFO), and the scripts
+// run. A user confined to another prefix fails the scripts check, named.
+func TestE2EDoctorMinimalACL(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	var urls []string
+	for _, s := range c.Servers() {
+		require.NoError(t, s.SetACLUser(t.Context(), "redlock", "acl-pw", testutil.LockerACL("redlock:")...))
+		urls = append(urls, s.UserURL("redlock", "acl-pw"))
+	}
+
+	r, res, checks := doctorChecks(t, urls)
+	requireCode(t, r, exitOK, "")
+	require.Equal(t, 6, res.Warn, "%+v", res.Checks)
+	for _, s := range c.Servers() {
+		for _, name := range []string{"reachable", "version", "role", "scripts", "clock"} {
+			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s: %+v", s.Addr(), name, checks[s.Addr()+" "+name])
+		}
+		for _, name := range []string{"persistence", "eviction"} {
+			ch := checks[s.Addr()+" "+name]
+			require.Equal(t, statusWarn, ch.Status)
+			require.Contains(t, ch.Detail, "cannot read the configuration (CONFIG GET: NOPERM")
+		}
+		require.Contains(t, checks[s.Addr()+" clock"].Detail, "(from INFO server_time_usec: TIME refused)")
+		require.Contains(t, checks[s.Addr()+" scripts"].Detail, "EVALSHA and EVAL both ran the read-only inspect script on redlock:{redlock-doctor}")
+	}
+	require.Equal(t, "3 distinct servers (by run_id)", checks["* distinct"].Detail)
+	require.NotContains(t, r.stdout+r.stderr, "acl-pw")
+
+	// Keys under another prefix are not this user's.
+	r = cli(t, nodesEnv(urls[:1]), "doctor", "--json", "--prefix", "other:")
+	requireCode(t, r, exitFailure, "doctor: 1 check FAILs")
+	require.Contains(t, r.stdout, "EVALSHA refused: the ACL does not let this user use keys under --prefix (NOPERM")
 }
