@@ -30,38 +30,13 @@ const (
 	pollInterval = 20 * time.Millisecond
 	// checkTimeout bounds one check of such a wait.
 	checkTimeout = 5 * time.Second
-	// replicasMarker starts the comment line by which WithReplicas passes
-	// its count through an Option.
-	replicasMarker = "# testutil: cluster replicas per shard: "
 )
 
 // WithReplicas gives every shard of a cluster started by StartCluster n
 // replicas (default 0), made with CLUSTER REPLICATE, so that a shard's
-// master can fail over (see Cluster.Failover). Other starters ignore it (it
-// only adds a comment line to their redis.conf).
+// master can fail over (see Cluster.Failover). Other starters ignore it.
 func WithReplicas(n int) Option {
-	return WithConfig(replicasMarker + strconv.Itoa(n))
-}
-
-// takeReplicas removes WithReplicas' lines from o and returns the last
-// count given, 0 if none.
-func takeReplicas(o *redisOptions) (int, error) {
-	n := 0
-	kept := o.lines[:0:0]
-	for _, l := range o.lines {
-		v, ok := strings.CutPrefix(l, replicasMarker)
-		if !ok {
-			kept = append(kept, l)
-			continue
-		}
-		r, err := strconv.Atoi(v)
-		if err != nil || r < 0 {
-			return 0, fmt.Errorf("replicas per shard must be 0 or more, got %q", v)
-		}
-		n = r
-	}
-	o.lines = kept
-	return n, nil
+	return func(o *redisOptions) { o.replicas = n }
 }
 
 // Cluster is a Redis Cluster of real redis-server processes started by
@@ -108,9 +83,9 @@ func StartCluster(t testing.TB, shards int, opts ...Option) *Cluster {
 	}
 	bin := RedisServerPath(t)
 	o := buildOptions(opts)
-	replicas, err := takeReplicas(&o)
-	if err != nil {
-		t.Fatalf("testutil.StartCluster: %v", err)
+	replicas := o.replicas
+	if replicas < 0 {
+		t.Fatalf("testutil.StartCluster: replicas per shard must be 0 or more, got %d", replicas)
 	}
 	if o.tls != nil {
 		t.Fatal("testutil.StartCluster: WithTLS is not supported")

@@ -97,6 +97,7 @@ type redisOptions struct {
 	lines    []string
 	password string
 	tls      *TLSCerts // nil: plain TCP
+	replicas int       // per cluster shard (StartCluster only)
 }
 
 // WithConfig appends lines to the generated redis.conf, after the defaults,

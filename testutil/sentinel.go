@@ -65,9 +65,6 @@ func StartSentinel(t testing.TB, master string, opts ...Option) *SentinelGroup {
 	}
 	bin := RedisServerPath(t)
 	o := buildOptions(opts)
-	if _, err := takeReplicas(&o); err != nil {
-		t.Fatalf("testutil.StartSentinel: %v", err)
-	}
 	if o.tls != nil {
 		t.Fatal("testutil.StartSentinel: WithTLS is not supported")
 	}
