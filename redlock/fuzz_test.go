@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/e6344662/go-redlock/internal/nodeurl"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -43,14 +44,20 @@ func FuzzDial(f *testing.F) {
 		"::::",
 		"",
 		" redis://127.0.0.1:6379 ",
+		"redis+cluster://:s3cret-pw@127.0.0.1:7000?addr=127.0.0.1:7001",
+		"rediss+cluster://127.0.0.1:7000?addr=localhost",
+		"redis+sentinel://127.0.0.1:26379?master_name=m&addr=127.0.0.1:26380&password=s3cret-pw",
+		"redis+sentinel://127.0.0.1:26379",
+		"unix+cluster:///tmp/x",
+		"redis:",
 	}
 	for _, s := range seeds {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, raw string, twice bool) {
-		opts, perr := redis.ParseURL(strings.TrimSpace(raw))
-		if perr == nil && !loopback(opts) {
+		spec, perr := nodeurl.Parse(raw)
+		if perr == nil && !specLoopback(spec) {
 			return // never dial anything but this machine
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -79,6 +86,27 @@ func FuzzDial(f *testing.F) {
 			t.Fatalf("Dial(%q): error repeats the password %q: %v", raw, pw, err)
 		}
 	})
+}
+
+// specLoopback reports whether every address of the node is on this
+// machine.
+func specLoopback(s *nodeurl.Spec) bool {
+	switch s.Kind {
+	case nodeurl.Cluster:
+		return allLoopback(s.ClusterOptions.Addrs)
+	case nodeurl.Sentinel:
+		return allLoopback(s.FailoverOptions.SentinelAddrs)
+	}
+	return loopback(s.Options)
+}
+
+func allLoopback(addrs []string) bool {
+	for _, a := range addrs {
+		if !loopback(&redis.Options{Addr: a}) {
+			return false
+		}
+	}
+	return true
 }
 
 // loopback reports whether opts point at a TCP address on this machine.
