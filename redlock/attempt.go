@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -30,7 +31,7 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 
 	n := len(l.nodes)
 	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
-		return node.Acquire(ctx, ls.key, ls.token, l.cfg.Owner, l.cfg.LeaseDuration)
+		return l.acquireOn(ctx, node, ls.key, ls.token)
 	})
 	// One allocation for the attempt's bookkeeping: the closure below
 	// captures only v.
@@ -138,6 +139,9 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 			refusal += " (" + r.val.Reason + ")"
 		}
 		v.ae.Refused = append(v.ae.Refused, refusal)
+		if strings.HasPrefix(r.val.Reason, rejoiningReason) {
+			v.ae.rejoining++
+		}
 		if r.val.HolderTTL < 0 || (v.ae.HolderTTL >= 0 && r.val.HolderTTL > v.ae.HolderTTL) {
 			v.ae.HolderTTL = r.val.HolderTTL
 		}
@@ -155,6 +159,9 @@ func (e *AcquireError) finish() error {
 	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
 		e.kind = ErrNoQuorum
 		e.lasting()
+	}
+	if e.Reason == "" && e.rejoining > 0 {
+		e.Reason = fmt.Sprintf("%d of the nodes that refused are rejoining after a restart (Config.RejoinDelay)", e.rejoining)
 	}
 	return e
 }

@@ -67,6 +67,22 @@ type Config struct {
 	// holds it; it is not used for ownership checks. Defaults to
 	// "hostname:pid"; at most MaxOwnerLen bytes.
 	Owner string
+	// RejoinDelay keeps a node that may have restarted without its data out
+	// of the quorum until it has been up that long: a node that does not
+	// persist every write before answering (anything but appendonly yes
+	// with appendfsync always, as far as the node lets us read it with
+	// CONFIG GET) and whose uptime (INFO server) is below RejoinDelay
+	// refuses to grant, with its own reason. Set it to your longest lease:
+	// after that long, no lease the node forgot can still be valid. The
+	// Locker learns a node's uptime when it first uses the node and again
+	// after every new connection to it (a restart cuts every connection),
+	// never on the hot path. A node whose state cannot be learned yet (INFO
+	// refused by an ACL, the node unreachable) is treated as not yet safe; a
+	// server that does not implement INFO server (a stand-in such as
+	// miniredis) is not checked. Defaults to LeaseDuration; a negative value
+	// turns the check off; at most MaxLeaseDuration. Applies to RedisNode
+	// (other Node implementations are not checked).
+	RejoinDelay time.Duration
 	// Logger receives structured events: lease acquired, released and lost,
 	// and node failures. Tokens are never logged. Defaults to nil: silent.
 	Logger *slog.Logger
@@ -138,6 +154,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()
+	}
+	if c.RejoinDelay == 0 {
+		c.RejoinDelay = c.LeaseDuration
+	}
+	if c.RejoinDelay > MaxLeaseDuration {
+		return c, fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, MaxLeaseDuration)
 	}
 	if len(c.Owner) > MaxOwnerLen {
 		return c, fmt.Errorf("%w: Owner is %d bytes, over the limit of %d", ErrInvalidConfig, len(c.Owner), MaxOwnerLen)

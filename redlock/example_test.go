@@ -54,7 +54,7 @@ func ExampleLocker_Acquire() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("held:", lease.Context().Err() == nil, "fence:", lease.Fence())
+	fmt.Println("held:", lease.Context().Err() == nil, "fenced:", lease.Fence() > 0)
 
 	// Another process trying now is told the lock is busy.
 	_, err = locker.TryAcquire(ctx, "orders:dispatch")
@@ -65,7 +65,7 @@ func ExampleLocker_Acquire() {
 	}
 	fmt.Println("after release:", context.Cause(lease.Context()))
 	// Output:
-	// held: true fence: 1
+	// held: true fenced: true
 	// busy: true
 	// after release: redlock: lease released
 }

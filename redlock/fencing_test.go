@@ -42,18 +42,27 @@ func TestFenceSurvivesDisagreeingCounters(t *testing.T) {
 	require.NoError(t, b.Release(ctx))
 }
 
-// TestFenceFastPathWhenCountersAgree: when a majority of granting nodes
-// return the same counter, that counter is the token (no fence round trip),
-// and successive holders count up by one.
+// TestFenceFastPathWhenCountersAgree: a resource's first holder gets a
+// token from the nodes' clocks (each new counter starts at its node's TIME
+// in microseconds; the fence step settles them on the largest); once the
+// counters agree, successive holders count up by one.
 func TestFenceFastPathWhenCountersAgree(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	l := newLocker(t, c.Nodes(), redlock.Config{})
-	for want := fencing.Token(1); want <= 5; want++ {
+	before := fencing.Token(time.Now().Add(-time.Minute).UnixMicro())
+	var fences []fencing.Token
+	for range 8 {
 		lease, err := l.TryAcquire(testutil.Context(t), "steady")
 		require.NoError(t, err)
-		require.Equal(t, want, lease.Fence())
+		fences = append(fences, lease.Fence())
 		require.NoError(t, lease.Release(context.Background()))
 	}
+	require.Greater(t, fences[0], before, "a new counter starts from the node's clock")
+	for i := 1; i < len(fences); i++ {
+		require.Greater(t, fences[i], fences[i-1])
+	}
+	require.Equal(t, fences[5]+1, fences[6])
+	require.Equal(t, fences[6]+1, fences[7])
 }
 
 // TestFenceMonotonicUnderRandomFaults is a property test: over many rounds,

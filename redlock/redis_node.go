@@ -25,6 +25,7 @@ type RedisNode struct {
 	// failover is set for a Sentinel group built by Dial: its
 	// subscriptions follow the primary through failovers.
 	failover *redis.FailoverOptions
+	rejoin   rejoinState
 }
 
 var _ Node = (*RedisNode)(nil)
@@ -37,7 +38,9 @@ var _ Node = (*RedisNode)(nil)
 // counts as failed when the deadline passes, then finishes on its worker by
 // the client's own ReadTimeout. Clients built by Dial honour the context.
 func NewRedisNode(client redis.UniversalClient) *RedisNode {
-	return &RedisNode{client: client, addr: clientAddr(client), bounded: honoursContext(client)}
+	n := &RedisNode{client: client, addr: clientAddr(client), bounded: honoursContext(client)}
+	n.watchDials()
+	return n
 }
 
 // honoursContext reports whether the client bounds its socket reads and

@@ -5,6 +5,8 @@
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
+-- A fence counter that does not exist yet is created from the node's TIME
+-- in microseconds, then incremented.
 -- A repeated call with the same token (a client-side retry) answers {1,
 -- counter} again without counting a new holder.
 -- Every check that can fail runs before the first write, so an error never
@@ -36,5 +38,13 @@ if fence == top then
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+if not fence then
+  -- A new counter starts from the node's clock in microseconds (seconds and
+  -- zero-padded microseconds joined as strings, never a Lua number), so that
+  -- a node that restarted empty counts on from above every token issued
+  -- before (docs/design.md, section 6).
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+end
 redis.call('INCR', KEYS[2])
 return {1, redis.call('GET', KEYS[2])}

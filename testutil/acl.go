@@ -33,7 +33,7 @@ func LockerACL(keyPrefix string) []string {
 		"&" + p + "*",
 		"-@all",
 		"+evalsha", "+eval",
-		"+get", "+set", "+incr", "+pttl", "+pexpire", "+del", "+type", "+publish",
+		"+get", "+set", "+incr", "+time", "+pttl", "+pexpire", "+del", "+type", "+publish",
 		"+subscribe", "+unsubscribe", "+ping",
 		"+info", // Dial reads run_id to catch one server listed twice
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,7 +216,7 @@ func TestE2EDoctorScriptsRenamed(t *testing.T) {
 
 // TestE2EDoctorMinimalACL: doctor passes as the minimal ACL user of
 // docs/security.md (testutil.LockerACL): CONFIG is refused (persistence
-// and eviction WARN), TIME too (the clock comes from INFO), and the scripts
+// and eviction WARN), and the scripts
 // run. A user confined to another prefix fails the scripts check, named.
 func TestE2EDoctorMinimalACL(t *testing.T) {
 	t.Parallel()
@@ -238,11 +239,16 @@ func TestE2EDoctorMinimalACL(t *testing.T) {
 			require.Equal(t, statusWarn, ch.Status)
 			require.Contains(t, ch.Detail, "cannot read the configuration (CONFIG GET: NOPERM")
 		}
-		require.Contains(t, checks[s.Addr()+" clock"].Detail, "(from INFO server_time_usec: TIME refused)")
 		require.Contains(t, checks[s.Addr()+" scripts"].Detail, "EVALSHA and EVAL both ran the read-only inspect script on redlock:{redlock-doctor}")
 	}
 	require.Equal(t, "3 distinct servers (by run_id)", checks["* distinct"].Detail)
 	require.NotContains(t, r.stdout+r.stderr, "acl-pw")
+
+	// An older ACL without TIME: the clock comes from INFO instead.
+	noTime := slices.DeleteFunc(testutil.LockerACL("redlock:"), func(r string) bool { return r == "+time" })
+	require.NoError(t, c.Server(0).SetACLUser(t.Context(), "notime", "acl-pw", noTime...))
+	_, _, checks = doctorChecks(t, []string{c.Server(0).UserURL("notime", "acl-pw")})
+	require.Contains(t, checks[c.Server(0).Addr()+" clock"].Detail, "(from INFO server_time_usec: TIME refused)")
 
 	// Keys under another prefix are not this user's.
 	r = cli(t, nodesEnv(urls[:1]), "doctor", "--json", "--prefix", "other:")

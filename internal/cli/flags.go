@@ -23,12 +23,14 @@ const envNodes = "REDLOCK_NODES"
 
 // globals holds the flags shared by every command.
 type globals struct {
-	nodes   []string
-	prefix  string
-	ttl     time.Duration
-	timeout time.Duration
-	owner   string
-	json    bool
+	nodes    []string
+	prefix   string
+	ttl      time.Duration
+	timeout  time.Duration
+	rejoin   time.Duration // 0 unless set: the default (the ttl)
+	noRejoin bool          // --rejoin-delay 0
+	owner    string
+	json     bool
 }
 
 // register adds the global flags to fs.
@@ -37,6 +39,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.prefix, "prefix", redlock.DefaultKeyPrefix, "key prefix of the lock keys")
 	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
 	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
+	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that restarted without appendfsync always out of the quorum for this long; 0 turns it off (default the ttl)")
 	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
 	fs.BoolVar(&g.json, "json", false, "print one JSON object per result on stdout")
 }
@@ -54,6 +57,10 @@ func (g *globals) validate(fs *pflag.FlagSet) error {
 			return usageErrorf("--timeout %s must be shorter than --ttl %s", g.timeout, g.ttl)
 		}
 	}
+	if fs.Changed("rejoin-delay") && g.rejoin < 0 {
+		return usageErrorf("--rejoin-delay must be 0 (off) or a positive duration, got %s", g.rejoin)
+	}
+	g.noRejoin = fs.Changed("rejoin-delay") && g.rejoin == 0
 	if g.prefix == "" {
 		return usageErrorf("--prefix must not be empty")
 	}
@@ -73,12 +80,18 @@ func (g *globals) callTimeout() time.Duration {
 
 // config is the Locker configuration the flags describe.
 func (g *globals) config() redlock.Config {
-	return redlock.Config{
+	cfg := redlock.Config{
 		LeaseDuration:   g.ttl,
 		NodeCallTimeout: g.timeout,
 		KeyPrefix:       g.prefix,
 		Owner:           g.owner,
 	}
+	if g.noRejoin {
+		cfg.RejoinDelay = -1 // off
+	} else {
+		cfg.RejoinDelay = g.rejoin // 0: the ttl
+	}
+	return cfg
 }
 
 // positive rejects a zero or negative duration for --name.

@@ -1,0 +1,232 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// rejoiner is implemented by nodes that can say how long their server has
+// held its current data (RedisNode); the Locker keeps such a node out of
+// the quorum while it is rejoining (Config.RejoinDelay).
+type rejoiner interface {
+	// upState returns what is known of the server's uptime, learning it
+	// again if a connection was opened since it was last learned.
+	upState(ctx context.Context) upState
+	// dialCount counts the connections opened to the server so far.
+	dialCount() uint64
+	// forget marks the state stale: learn it again before the next grant.
+	forget()
+}
+
+// upState is what a node knows of its server's data: since when it has
+// held it (on this process's monotonic clock) and whether it survives a
+// restart.
+type upState struct {
+	// checked is false for a server that does not report its uptime (a
+	// stand-in): the rejoin rule does not apply to it.
+	checked bool
+	// err is why the state is unknown (the node is then not yet safe).
+	err error
+	// since is when the server started, as learned from its uptime (whole
+	// seconds, rounded so that it is never earlier than the real start).
+	since time.Time
+	// durable reports appendonly yes with appendfsync always.
+	durable bool
+	// dials is the dial count when the state was learned.
+	dials uint64
+}
+
+// rejoining returns why the node must not grant yet, or "" when it may.
+func (st upState) rejoining(delay time.Duration) string {
+	switch {
+	case !st.checked || delay < 0 || st.durable:
+		return ""
+	case st.err != nil:
+		return fmt.Sprintf("rejoin state unknown: %v", st.err)
+	}
+	if up := time.Since(st.since); up < delay {
+		return fmt.Sprintf("%s: up %s of the %s rejoin delay, without appendfsync always", rejoiningReason, up.Round(time.Second), delay)
+	}
+	return ""
+}
+
+// acquireOn asks node for the lock, unless the node is rejoining
+// (Config.RejoinDelay): then it refuses with the reason. A grant made on
+// a connection opened during the call (the server may have restarted just
+// before it) is checked again, and given back if the node turns out to be
+// rejoining.
+func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string) (Grant, error) {
+	r, ok := node.(rejoiner)
+	if !ok || l.cfg.RejoinDelay < 0 {
+		return node.Acquire(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration)
+	}
+	dials := r.dialCount()
+	st := r.upState(ctx)
+	if st.checked && st.err != nil && l.cfg.RejoinDelay >= 0 {
+		return Grant{}, st.err // unreachable or refusing us: an error, not a refusal
+	}
+	if why := st.rejoining(l.cfg.RejoinDelay); why != "" {
+		return Grant{Reason: why}, nil
+	}
+	g, err := node.Acquire(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration)
+	var rerr redis.Error
+	if err != nil && !errors.As(err, &rerr) {
+		r.forget() // the connection failed: the server may be restarting
+	}
+	if err != nil || !g.OK || r.dialCount() == dials {
+		return g, err
+	}
+	if why := r.upState(ctx).rejoining(l.cfg.RejoinDelay); why != "" {
+		_, _ = node.Release(ctx, key, token)
+		return Grant{Reason: why}, nil
+	}
+	return g, nil
+}
+
+// rejoiningReason starts the reason of a rejoining node's refusal.
+const rejoiningReason = "rejoining"
+
+// rejoinState is a RedisNode's knowledge of its server's uptime.
+type rejoinState struct {
+	dials atomic.Uint64
+	stale atomic.Bool
+	mu    sync.Mutex // one refresh at a time
+	last  atomic.Pointer[upState]
+	// configRefused is set once CONFIG GET was refused (ACL).
+	configRefused atomic.Bool
+}
+
+// dialHook counts the connections a client opens.
+type dialHook struct{ n *atomic.Uint64 }
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			h.n.Add(1)
+		}
+		return c, err
+	}
+}
+func (h dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// watchDials makes the node count the connections its client opens.
+func (n *RedisNode) watchDials() {
+	h := dialHook{&n.rejoin.dials}
+	switch c := n.client.(type) {
+	case *redis.Client:
+		c.AddHook(h)
+	case *redis.ClusterClient:
+		c.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+	}
+}
+
+func (n *RedisNode) dialCount() uint64 { return n.rejoin.dials.Load() }
+func (n *RedisNode) forget()           { n.rejoin.stale.Store(true) }
+
+func (n *RedisNode) upState(ctx context.Context) upState {
+	r := &n.rejoin
+	if st := r.last.Load(); st != nil && st.err == nil && st.dials == r.dials.Load() && !r.stale.Load() {
+		return *st
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.last.Load(); st != nil && st.err == nil && st.dials == r.dials.Load() && !r.stale.Load() {
+		return *st // learned by another caller meanwhile
+	}
+	r.stale.Store(false)
+	st := upState{checked: true, dials: r.dials.Load()}
+	servers := []redis.Cmdable{n.client}
+	if cc, ok := n.client.(*redis.ClusterClient); ok {
+		servers = nil
+		var mu sync.Mutex
+		_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			servers = append(servers, m)
+			mu.Unlock()
+			return nil
+		})
+		if len(servers) == 0 {
+			st.err = errors.New("no cluster primary answered")
+		}
+	}
+	st.durable = len(servers) > 0
+	answered := 0
+	var failed error
+	for _, c := range servers {
+		since, durable, checked, err := learnUptime(ctx, c, &r.configRefused)
+		switch {
+		case err != nil && !isAuthError(err):
+			failed = err // a primary down or loading cannot grant anyway
+			continue
+		case err != nil:
+			st.err = err
+		case !checked:
+			st.checked = false
+		}
+		answered++
+		if since.After(st.since) {
+			st.since = since
+		}
+		st.durable = st.durable && durable
+	}
+	if answered == 0 && st.err == nil {
+		st.err = failed
+	}
+	r.last.Store(&st)
+	return st
+}
+
+// appendAlways reports whether the server has appendonly yes and
+// appendfsync always (CONFIG GET). A server that does not let us read its
+// configuration (an ACL without +config|get) counts as not durable; Redis
+// records the refusal in ACL LOG.
+// A node asks once: after a refusal it no longer asks (refused).
+func appendAlways(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) bool {
+	if refused.Load() {
+		return false
+	}
+	conf, err := c.ConfigGet(ctx, "append*").Result()
+	if isAuthError(err) {
+		refused.Store(true)
+	}
+	return err == nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always"
+}
+
+// learnUptime reads one server's uptime (INFO server) and persistence
+// (CONFIG GET append*, which an ACL may refuse: the server then counts as
+// not durable). checked is false when the server does not implement INFO
+// server.
+func learnUptime(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (since time.Time, durable, checked bool, err error) {
+	info, err := c.Info(ctx, "server").Result()
+	answered := time.Now()
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !isAuthError(err) && !strings.HasPrefix(rerr.Error(), "LOADING") {
+		return time.Time{}, false, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, true, err
+	}
+	up, perr := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
+	if perr != nil || up < 0 {
+		return time.Time{}, false, false, nil
+	}
+	// uptime_in_seconds is whole seconds, rounded down, read before the
+	// answer came back: the server started at the latest up seconds before
+	// the answer, which is what the delay is counted from.
+	since = answered.Add(-time.Duration(up) * time.Second)
+	durable = appendAlways(ctx, c, refused)
+	return since, durable, true, nil
+}
