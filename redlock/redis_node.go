@@ -96,8 +96,14 @@ func releaseChannel(key string) string { return key + ":released" }
 
 // Acquire implements Node.
 func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
+	return n.acquireAbove(ctx, key, token, owner, ttl, "")
+}
+
+// acquireAbove is Acquire that first raises an existing fence counter
+// below floor (a canonical decimal, or "" for none) to floor.
+func (n *RedisNode) acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor string) (Grant, error) {
 	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
-		token, owner, nodeTTL(ttl)).Result()
+		token, owner, nodeTTL(ttl), floor).Result()
 	if err != nil {
 		return Grant{}, scriptErr(err, token)
 	}

@@ -25,6 +25,8 @@ type rejoiner interface {
 	dialCount() uint64
 	// forget marks the state stale: learn it again before the next grant.
 	forget()
+	// acquireAbove acquires, raising an existing counter below floor.
+	acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor string) (Grant, error)
 }
 
 // upState is what a node knows of its server's data: since when it has
@@ -41,6 +43,9 @@ type upState struct {
 	since time.Time
 	// durable reports appendonly yes with appendfsync always.
 	durable bool
+	// bootUS is when the server (the latest started primary of a cluster)
+	// started, in microseconds on its own clock; 0 if unknown.
+	bootUS int64
 	// dials is the dial count when the state was learned.
 	dials uint64
 }
@@ -77,7 +82,15 @@ func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string) (G
 	if why := st.rejoining(l.cfg.RejoinDelay); why != "" {
 		return Grant{Reason: why}, nil
 	}
-	g, err := node.Acquire(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration)
+	// A node that may have lost increments in its last restart raises
+	// older counters to its start plus the rejoin delay: above every token
+	// issued before the restart, while node clocks differ by less than the
+	// delay (docs/design.md, section 6).
+	floor := ""
+	if !st.durable && st.bootUS > 0 {
+		floor = strconv.FormatInt(st.bootUS+l.cfg.RejoinDelay.Microseconds(), 10)
+	}
+	g, err := r.acquireAbove(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration, floor)
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		r.forget() // the connection failed: the server may be restarting
@@ -166,7 +179,7 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 	answered := 0
 	var failed error
 	for _, c := range servers {
-		since, durable, checked, err := learnUptime(ctx, c, &r.configRefused)
+		since, bootUS, durable, checked, err := learnUptime(ctx, c, &r.configRefused)
 		switch {
 		case err != nil && !isAuthError(err):
 			failed = err // a primary down or loading cannot grant anyway
@@ -180,6 +193,7 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 		if since.After(st.since) {
 			st.since = since
 		}
+		st.bootUS = max(st.bootUS, bootUS)
 		st.durable = st.durable && durable
 	}
 	if answered == 0 && st.err == nil {
@@ -209,24 +223,27 @@ func appendAlways(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) bo
 // (CONFIG GET append*, which an ACL may refuse: the server then counts as
 // not durable). checked is false when the server does not implement INFO
 // server.
-func learnUptime(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (since time.Time, durable, checked bool, err error) {
+func learnUptime(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (since time.Time, bootUS int64, durable, checked bool, err error) {
 	info, err := c.Info(ctx, "server").Result()
 	answered := time.Now()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !isAuthError(err) && !strings.HasPrefix(rerr.Error(), "LOADING") {
-		return time.Time{}, false, false, nil
+		return time.Time{}, 0, false, false, nil
 	}
 	if err != nil {
-		return time.Time{}, false, true, err
+		return time.Time{}, 0, false, true, err
 	}
 	up, perr := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
 	if perr != nil || up < 0 {
-		return time.Time{}, false, false, nil
+		return time.Time{}, 0, false, false, nil
+	}
+	if now, err := strconv.ParseInt(infoField(info, "server_time_usec"), 10, 64); err == nil {
+		bootUS = now - up*1e6 // rounded up to the second with uptime: not earlier than the start
 	}
 	// uptime_in_seconds is whole seconds, rounded down, read before the
 	// answer came back: the server started at the latest up seconds before
 	// the answer, which is what the delay is counted from.
 	since = answered.Add(-time.Duration(up) * time.Second)
 	durable = appendAlways(ctx, c, refused)
-	return since, durable, true, nil
+	return since, bootUS, durable, true, nil
 }

@@ -1,6 +1,9 @@
 -- acquire: take the lock if it is free and count a new holder.
 -- KEYS[1] lock key, KEYS[2] fence key
--- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds
+-- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds,
+-- ARGV[4] optional floor: a canonical decimal below which an existing
+-- counter is raised to it before the increment (after a restart that may
+-- have lost increments), or empty
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
@@ -38,6 +41,7 @@ if fence == top then
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+local floor = ARGV[4]
 if not fence then
   -- A new counter starts from the node's clock in microseconds (seconds and
   -- zero-padded microseconds joined as strings, never a Lua number), so that
@@ -45,6 +49,10 @@ if not fence then
   -- before (docs/design.md, section 6).
   local now = redis.call('TIME')
   redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+elseif floor and floor ~= '' and (#fence < #floor or (#fence == #floor and fence < floor)) then
+  -- A counter below the floor may have lost increments in a restart (a node
+  -- without appendfsync always): it counts on from the floor.
+  redis.call('SET', KEYS[2], floor)
 end
 redis.call('INCR', KEYS[2])
 return {1, redis.call('GET', KEYS[2])}
