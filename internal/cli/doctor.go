@@ -46,6 +46,10 @@ func (a *App) doctorCmd() *cobra.Command {
                WARN (a restarted node forgets locks and fence counters)
   eviction     maxmemory-policy noeviction is OK; allkeys-* and volatile-*
                can evict lock keys and are FAIL
+  rejoin       how the node comes back from a restart: at once when it
+               fsyncs every write; else it refuses locks until it has been
+               up for --rejoin-delay (default --ttl): WARN while it is
+               rejoining now, or when the uptime or the check is off
   scripts      EVALSHA and EVAL both run redlock's read-only inspect script
                on a key under --prefix; a renamed, disabled or refused
                EVALSHA or EVAL is FAIL
@@ -81,7 +85,7 @@ Works with the minimal ACL user of docs/security.md (CONFIG is then WARN).
 			defer closeDoctorNodes(nodes)
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			res := diagnose(ctx, nodes, a.g.prefix, a.g.callTimeout())
+			res := diagnose(ctx, nodes, a.g.prefix, a.g.callTimeout(), a.g.rejoinDelay())
 			if ie := interrupted(ctx); ie != nil {
 				return ie
 			}
@@ -183,12 +187,13 @@ func (nr *nodeResult) rows() []check {
 }
 
 // diagnose examines every node in parallel, then the node set. prefix is
-// the key prefix of the lock keys (the scripts check reads a key under it).
-func diagnose(ctx context.Context, nodes []*doctorNode, prefix string, timeout time.Duration) doctorResult {
+// the key prefix of the lock keys (the scripts check reads a key under it);
+// rejoin is the rejoin delay in effect (negative: off).
+func diagnose(ctx context.Context, nodes []*doctorNode, prefix string, timeout, rejoin time.Duration) doctorResult {
 	results := make([]*nodeResult, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { results[i] = n.examine(ctx, prefix, timeout) })
+		wg.Go(func() { results[i] = n.examine(ctx, prefix, timeout, rejoin) })
 	}
 	wg.Wait()
 	var servers []*nodeReport

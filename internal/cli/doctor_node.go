@@ -76,6 +76,8 @@ type target struct {
 	// note is added to the reachable row (a Sentinel group's primary's
 	// address).
 	note string
+	// rejoin is the rejoin delay in effect (negative: off).
+	rejoin time.Duration
 }
 
 // examine runs every per-server check on one server; each call is bounded
@@ -122,6 +124,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 		checkPersistence(r, conf)
 		checkEviction(r, conf)
 	}
+	checkRejoin(r, server, conf, t.rejoin)
 
 	if t.key == "" {
 		r.add("scripts", statusWarn, "no key under --prefix hashes to a slot of this shard (does --prefix hold a {hash tag}?): EVALSHA and EVAL not checked here")
@@ -293,6 +296,36 @@ func checkPersistence(r *nodeReport, conf map[string]string) {
 	default:
 		r.add("persistence", statusWarn, "appendfsync %s: a crash can lose many seconds of locks and fence increments; set appendfsync always", fsync)
 	}
+}
+
+// checkRejoin adds the rejoin row: how the node rejoins after a restart
+// (Config.RejoinDelay), and whether it is rejoining now. server and conf
+// may be nil (INFO or CONFIG GET refused).
+func checkRejoin(r *nodeReport, server, conf map[string]string, delay time.Duration) {
+	durable := conf != nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always"
+	up, err := strconv.ParseInt(server["uptime_in_seconds"], 10, 64)
+	switch {
+	case durable:
+		r.add("rejoin", statusOK, "appendfsync always: rejoins at once after a restart")
+	case err != nil:
+		r.add("rejoin", statusWarn, "uptime unknown (INFO server refused): the library treats the node as not yet safe and it grants no lock")
+	case delay < 0:
+		r.add("rejoin", statusWarn, "up %s; --rejoin-delay 0: after a restart without its data it would grant at once", fmtDuration(time.Duration(up)*time.Second))
+	case time.Duration(up)*time.Second < delay:
+		r.add("rejoin", statusWarn, "rejoining: up %s of the %s rejoin delay; it refuses locks until then (not durable%s)",
+			fmtDuration(time.Duration(up)*time.Second), delay, configNote(conf))
+	default:
+		r.add("rejoin", statusOK, "up %s, past the %s rejoin delay (not durable%s: after a restart it sits out that long)",
+			fmtDuration(time.Duration(up)*time.Second), delay, configNote(conf))
+	}
+}
+
+// configNote says why a node counts as not durable.
+func configNote(conf map[string]string) string {
+	if conf == nil {
+		return ": CONFIG GET refused"
+	}
+	return ""
 }
 
 // checkEviction adds the eviction row: only maxmemory-policy noeviction

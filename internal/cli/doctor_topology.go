@@ -27,20 +27,20 @@ const maxShardKeyTries = 1 << 16
 // examine examines the servers behind the node: the server of a
 // standalone URL, every primary of a cluster, or the current primary of a
 // Sentinel group.
-func (n *doctorNode) examine(ctx context.Context, prefix string, timeout time.Duration) *nodeResult {
+func (n *doctorNode) examine(ctx context.Context, prefix string, timeout, rejoin time.Duration) *nodeResult {
 	key := prefix + "{" + doctorResource + "}"
 	switch n.spec.Kind {
 	case nodeurl.Cluster:
-		return examineCluster(ctx, n.spec.Name, n.client.(*redis.ClusterClient), prefix, timeout)
+		return examineCluster(ctx, n.spec.Name, n.client.(*redis.ClusterClient), prefix, timeout, rejoin)
 	case nodeurl.Sentinel:
-		t := target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Sentinel, key: key}
+		t := target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Sentinel, key: key, rejoin: rejoin}
 		if addr := sentinelPrimary(ctx, n.spec.FailoverOptions, timeout); addr != "" {
 			t.note = " (current primary " + addr + ", as the sentinels name it)"
 		}
 		r := examine(ctx, t, timeout)
 		return &nodeResult{servers: []*nodeReport{r}, up: r.reachable}
 	}
-	r := examine(ctx, target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Standalone, key: key}, timeout)
+	r := examine(ctx, target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Standalone, key: key, rejoin: rejoin}, timeout)
 	return &nodeResult{servers: []*nodeReport{r}, up: r.reachable}
 }
 
@@ -49,7 +49,7 @@ func (n *doctorNode) examine(ctx context.Context, prefix string, timeout time.Du
 // TLS) and with a key of a slot it serves for the scripts check. Their rows
 // are labelled name/host:port, after a cluster_state row for the whole
 // cluster. The cluster counts as reachable when every primary answered.
-func examineCluster(ctx context.Context, name string, cc *redis.ClusterClient, prefix string, timeout time.Duration) *nodeResult {
+func examineCluster(ctx context.Context, name string, cc *redis.ClusterClient, prefix string, timeout, rejoin time.Duration) *nodeResult {
 	nr := &nodeResult{}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	var mu sync.Mutex
@@ -79,7 +79,7 @@ func examineCluster(ctx context.Context, name string, cc *redis.ClusterClient, p
 	var wg sync.WaitGroup
 	for i, m := range masters {
 		addr := m.Options().Addr
-		t := target{client: m, label: name + "/" + addr, kind: nodeurl.Cluster, key: keys[addr]}
+		t := target{client: m, label: name + "/" + addr, kind: nodeurl.Cluster, key: keys[addr], rejoin: rejoin}
 		wg.Go(func() { nr.servers[i] = examine(ctx, t, timeout) })
 	}
 	wg.Wait()

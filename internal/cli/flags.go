@@ -94,6 +94,18 @@ func (g *globals) config() redlock.Config {
 	return cfg
 }
 
+// rejoinDelay is the rejoin delay in effect: --rejoin-delay, or the ttl;
+// negative when --rejoin-delay 0 turned it off.
+func (g *globals) rejoinDelay() time.Duration {
+	switch {
+	case g.noRejoin:
+		return -1
+	case g.rejoin > 0:
+		return g.rejoin
+	}
+	return g.ttl
+}
+
 // positive rejects a zero or negative duration for --name.
 func positive(name string, d time.Duration) error {
 	if d <= 0 {
