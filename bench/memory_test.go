@@ -29,7 +29,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	s := startServers(b, 1).Server(0)
 	c := s.Client()
 	ctx := context.Background()
-	l, err := redlock.New([]redlock.Node{redlock.NewRedisNode(c)}, redlock.Config{LeaseDuration: 10 * time.Minute})
+	l, err := redlock.New([]redlock.Node{redlock.NewRedisNode(c)}, redlock.Config{LeaseDuration: 10 * time.Minute, RejoinDelay: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	for _, n := range []int{1, 3, 5} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			c := testutil.StartRedis(b, n, testutil.WithConfig("appendonly no"))
-			l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 10 * time.Second})
+			l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 10 * time.Second, RejoinDelay: freshServers})
 			if err != nil {
 				b.Fatal(err)
 			}

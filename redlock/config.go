@@ -73,7 +73,9 @@ type Config struct {
 	// with appendfsync always, as far as the node lets us read it with
 	// CONFIG GET) and whose uptime (INFO server) is below RejoinDelay
 	// refuses to grant, with its own reason. Set it to your longest lease:
-	// after that long, no lease the node forgot can still be valid. The
+	// after that long, no lease the node forgot can still be valid; and
+	// keep node clocks within half of it: fence counters count on from
+	// the node's clock after a restart (docs/design.md, section 6.1). The
 	// Locker learns a node's uptime when it first uses the node and again
 	// after every new connection to it (a restart cuts every connection),
 	// never on the hot path. A node whose state cannot be learned yet (INFO

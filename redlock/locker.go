@@ -17,10 +17,11 @@ import (
 // The node set must be the same in every process that locks the same
 // resources: changing it while locks are held breaks mutual exclusion.
 type Locker struct {
-	cfg    Config
-	nodes  []Node
-	all    []int // 0..len(nodes)-1
-	quorum int
+	cfg      Config
+	nodes    []Node
+	all      []int // 0..len(nodes)-1
+	quorum   int
+	seedStep string // seedStep(cfg)
 
 	mu     sync.Mutex
 	closed bool
@@ -58,12 +59,13 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		return nil, err
 	}
 	l := &Locker{
-		cfg:     cfg,
-		nodes:   append([]Node(nil), nodes...),
-		quorum:  len(nodes)/2 + 1,
-		leases:  make(map[*Lease]struct{}),
-		yields:  make(map[string]time.Time),
-		workers: newWorkers(),
+		cfg:      cfg,
+		seedStep: seedStep(cfg),
+		nodes:    append([]Node(nil), nodes...),
+		quorum:   len(nodes)/2 + 1,
+		leases:   make(map[*Lease]struct{}),
+		yields:   make(map[string]time.Time),
+		workers:  newWorkers(),
 	}
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
 	if b, ok := nodes[0].(interface{ boundedByContext() bool }); ok && len(nodes) == 1 {

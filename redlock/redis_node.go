@@ -96,14 +96,19 @@ func releaseChannel(key string) string { return key + ":released" }
 
 // Acquire implements Node.
 func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
-	return n.acquireAbove(ctx, key, token, owner, ttl, "")
+	return n.acquireAbove(ctx, key, token, owner, ttl, "", defaultSeedStep)
 }
 
+// defaultSeedStep is the granularity of a new fence counter's start (its
+// node's clock) when the caller does not choose one: a second.
+const defaultSeedStep = "1000000"
+
 // acquireAbove is Acquire that first raises an existing fence counter
-// below floor (a canonical decimal, or "" for none) to floor.
-func (n *RedisNode) acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor string) (Grant, error) {
+// below floor (a canonical decimal, or "" for none) to floor, and starts a
+// new counter at the node's clock rounded down to step microseconds.
+func (n *RedisNode) acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor, step string) (Grant, error) {
 	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
-		token, owner, nodeTTL(ttl), floor).Result()
+		token, owner, nodeTTL(ttl), floor, step).Result()
 	if err != nil {
 		return Grant{}, scriptErr(err, token)
 	}

@@ -25,8 +25,9 @@ type rejoiner interface {
 	dialCount() uint64
 	// forget marks the state stale: learn it again before the next grant.
 	forget()
-	// acquireAbove acquires, raising an existing counter below floor.
-	acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor string) (Grant, error)
+	// acquireAbove acquires, raising an existing counter below floor and
+	// starting a new one at the node's clock rounded down to step µs.
+	acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor, step string) (Grant, error)
 }
 
 // upState is what a node knows of its server's data: since when it has
@@ -71,8 +72,12 @@ func (st upState) rejoining(delay time.Duration) string {
 // rejoining.
 func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string) (Grant, error) {
 	r, ok := node.(rejoiner)
-	if !ok || l.cfg.RejoinDelay < 0 {
+	if !ok {
 		return node.Acquire(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration)
+	}
+	step := l.seedStep
+	if l.cfg.RejoinDelay < 0 {
+		return r.acquireAbove(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration, "", step)
 	}
 	dials := r.dialCount()
 	st := r.upState(ctx)
@@ -84,13 +89,13 @@ func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string) (G
 	}
 	// A node that may have lost increments in its last restart raises
 	// older counters to its start plus the rejoin delay: above every token
-	// issued before the restart, while node clocks differ by less than the
-	// delay (docs/design.md, section 6).
+	// issued before the restart, while node clocks differ by less than half
+	// the delay (docs/design.md, section 6.1).
 	floor := ""
 	if !st.durable && st.bootUS > 0 {
 		floor = strconv.FormatInt(st.bootUS+l.cfg.RejoinDelay.Microseconds(), 10)
 	}
-	g, err := r.acquireAbove(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration, floor)
+	g, err := r.acquireAbove(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration, floor, step)
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		r.forget() // the connection failed: the server may be restarting
@@ -103,6 +108,21 @@ func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string) (G
 		return Grant{Reason: why}, nil
 	}
 	return g, nil
+}
+
+// seedStep is the granularity of a new fence counter's start, in
+// microseconds, as the acquire script takes it: half the rejoin delay (half
+// the lease when the check is off), at least 1. Nodes whose clocks differ by
+// far less start a resource's counters equal (no fence step for a new
+// resource), and a restarted node's new counters still start above every
+// earlier token while node clocks differ by less than half the delay
+// (docs/design.md, section 6.1).
+func seedStep(c Config) string {
+	d := c.RejoinDelay
+	if d < 0 {
+		d = c.LeaseDuration
+	}
+	return strconv.FormatInt(max(d.Microseconds()/2, 1), 10)
 }
 
 // rejoiningReason starts the reason of a rejoining node's refusal.

@@ -3,7 +3,8 @@
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds,
 -- ARGV[4] optional floor: a canonical decimal below which an existing
 -- counter is raised to it before the increment (after a restart that may
--- have lost increments), or empty
+-- have lost increments), or empty; ARGV[5] optional granularity of a new
+-- counter's start, in microseconds
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
@@ -43,12 +44,17 @@ end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
 local floor = ARGV[4]
 if not fence then
-  -- A new counter starts from the node's clock in microseconds (seconds and
-  -- zero-padded microseconds joined as strings, never a Lua number), so that
-  -- a node that restarted empty counts on from above every token issued
-  -- before (docs/design.md, section 6).
+  -- A new counter starts from the node's clock in microseconds, rounded down
+  -- to a multiple of ARGV[5] (microseconds; 1 if absent) so that the nodes
+  -- of one acquisition start equal and the fence step is not needed; a node
+  -- that restarted empty thus counts on from above every token issued
+  -- before (docs/design.md, section 6.1). A time in microseconds is below
+  -- 2^53, exact as a Lua number; it is formatted back without exponent.
   local now = redis.call('TIME')
-  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+  local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local step = tonumber(ARGV[5] or '1') or 1
+  if step < 1 then step = 1 end
+  redis.call('SET', KEYS[2], string.format('%.0f', us - us % step))
 elseif floor and floor ~= '' and (#fence < #floor or (#fence == #floor and fence < floor)) then
   -- A counter below the floor may have lost increments in a restart (a node
   -- without appendfsync always): it counts on from the floor.

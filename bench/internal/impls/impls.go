@@ -69,7 +69,10 @@ const (
 // per node for all its waiters); otherwise each worker gets its own Locker,
 // as separate processes would have.
 func Redlock(name string, nodes []redlock.Node, mode Mode, shared bool) (*Impl, error) {
-	cfg := redlock.Config{LeaseDuration: LeaseDuration}
+	// The servers start fresh, without persistence, for every benchmark:
+	// the rejoin delay would keep them out for a lease. The benchmarks
+	// measure the steady state.
+	cfg := redlock.Config{LeaseDuration: LeaseDuration, RejoinDelay: -1}
 	var attempts atomic.Int64
 	if mode == Wait {
 		// Count attempts only where waiting makes them vary; the
