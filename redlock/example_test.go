@@ -129,3 +129,30 @@ func ExampleElector() {
 	// leader: dispatcher-1 term fence: true
 	// after resign: true
 }
+
+// A semaphore of 2: at most two holders at once, each with the lease and
+// fencing token of one slot.
+func ExampleSemaphore() {
+	nodes, stop := exampleNodes(3)
+	defer stop()
+	locker, err := redlock.New(nodes, redlock.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	sem, err := locker.NewSemaphore("encoders", 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := sem.Acquire(context.Background()) // waits for a free slot
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(context.Background())
+	fmt.Println("slot:", lease.Resource(), "of", sem.Limit())
+	// Output is one of: slot: encoders#0 of 2, or slot: encoders#1 of 2.
+}

@@ -107,6 +107,38 @@ func (h *waitHub) join(key string) *waiter {
 	return w
 }
 
+// joinAll queues one waiter for every key (a semaphore's slots): a release
+// of any of them wakes it. It returns nil when no node can announce
+// releases.
+func (h *waitHub) joinAll(keys []string) *waiter {
+	w := h.join(keys[0])
+	if w == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, key := range keys[1:] {
+		if h.closed {
+			break
+		}
+		kw := h.keys[key]
+		if kw == nil {
+			kw = &keyWait{}
+			h.keys[key] = kw
+			h.syncLocked(key)
+		}
+		kw.queue = append(kw.queue, w)
+	}
+	return w
+}
+
+// leaveAll takes w out of every key's queue.
+func (h *waitHub) leaveAll(keys []string, w *waiter) {
+	for _, key := range keys {
+		h.leave(key, w)
+	}
+}
+
 // leave takes w out of key's queue. A wake-up w did not use passes to the
 // next waiter.
 func (h *waitHub) leave(key string, w *waiter) {

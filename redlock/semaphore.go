@@ -1,0 +1,145 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// MaxSlots is the largest semaphore limit NewSemaphore accepts.
+const MaxSlots = 1024
+
+// Semaphore lets at most K holders use a resource at once, over the same
+// independent nodes as the Locker's mutexes. It is K locks, its slots
+// (resources "R#0" … "R#K-1"), each a Redlock with its own lease and
+// fencing token: a holder holds one slot, so at most K leases are valid at
+// once whatever the nodes' faults. (Counting holders on each node would not
+// be safe under majority quorums: with 3 nodes and a limit of 2, holders
+// granted by {1,2}, {1,3} and {2,3} fit every node's count and make 3.) A
+// slot's lease renews and ends like any lease; a holder that dies frees its
+// slot when its TTL expires. A Semaphore is safe for concurrent use.
+type Semaphore struct {
+	l        *Locker
+	resource string
+	slots    []string
+}
+
+// NewSemaphore returns the semaphore of limit k on resource. Every process
+// must use the same k for the same resource. k outside [1, MaxSlots], or a
+// resource name whose slot names the Locker would refuse, is an error
+// wrapping ErrInvalidConfig or ErrInvalidResource.
+func (l *Locker) NewSemaphore(resource string, k int) (*Semaphore, error) {
+	if k < 1 || k > MaxSlots {
+		return nil, fmt.Errorf("%w: semaphore limit %d is outside [1, %d]", ErrInvalidConfig, k, MaxSlots)
+	}
+	if err := checkResource(resource); err != nil {
+		return nil, err
+	}
+	s := &Semaphore{l: l, resource: resource, slots: make([]string, k)}
+	for i := range s.slots {
+		s.slots[i] = SlotResource(resource, i)
+		if err := checkResource(s.slots[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// SlotResource is the resource name of slot i of the semaphore on
+// resource: the lock that a holder of that slot holds.
+func SlotResource(resource string, i int) string { return resource + "#" + strconv.Itoa(i) }
+
+// Limit returns the semaphore's limit K.
+func (s *Semaphore) Limit() int { return len(s.slots) }
+
+// Slots returns the resource names of the slots, in order.
+func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) }
+
+// TryAcquire makes one attempt at each slot, in random order, and returns
+// the lease of the first it gets. When none is granted it returns an error
+// wrapping the last slot's *AcquireError (ErrNotAcquired when the slots are
+// taken, ErrNoQuorum when nodes failed), whose HolderTTL is the shortest
+// holder TTL seen.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+	var last *AcquireError
+	shortest := time.Duration(0)
+	for _, i := range rand.Perm(len(s.slots)) {
+		lease, err := s.l.TryAcquire(ctx, s.slots[i])
+		if err == nil {
+			return lease, nil
+		}
+		var ae *AcquireError
+		if !errors.As(err, &ae) || ae.permanent {
+			return nil, err // closed, cancelled, or nodes that cannot grant
+		}
+		if ae.HolderTTL > 0 && (shortest == 0 || ae.HolderTTL < shortest) {
+			shortest = ae.HolderTTL
+		}
+		last = ae
+	}
+	if shortest > 0 {
+		last.HolderTTL = shortest
+	}
+	return nil, fmt.Errorf("redlock: semaphore %q: no slot of %d acquired: %w", s.resource, len(s.slots), last)
+}
+
+// Acquire waits for a free slot and returns its lease, or an error when
+// ctx ends (wrapping ctx.Err(), never ErrNotAcquired) or the nodes cannot
+// grant at all. A waiter is woken by the release of any slot (announced by
+// a majority of nodes), as a mutex's waiter is, and otherwise retries after
+// the Locker's backoff, never later than the shortest holder TTL seen.
+func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+	b := s.l.cfg.NewBackOff()
+	b.Reset()
+	keys := make([]string, len(s.slots))
+	for i, slot := range s.slots {
+		keys[i] = s.l.Key(slot)
+	}
+	var w *waiter
+	defer func() {
+		if w != nil {
+			s.l.hub.leaveAll(keys, w)
+		}
+	}()
+	for {
+		lease, err := s.TryAcquire(ctx)
+		if err == nil {
+			return lease, nil
+		}
+		var ae *AcquireError
+		if !errors.As(err, &ae) || ae.permanent {
+			return nil, err
+		}
+		if w == nil {
+			w = s.l.hub.joinAll(keys)
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return nil, err
+		}
+		if ae.HolderTTL > 0 && ae.HolderTTL < wait {
+			wait = ae.HolderTTL
+		}
+		if s.l.await(ctx, w, wait) != nil {
+			return nil, fmt.Errorf("redlock: semaphore %q: %w (last attempt: %v)", s.resource, ctx.Err(), err)
+		}
+	}
+}
+
+// Inspect reads every slot (Locker.Inspect): which are held, and by whom.
+func (s *Semaphore) Inspect(ctx context.Context) ([]*Status, error) {
+	out := make([]*Status, len(s.slots))
+	for i, slot := range s.slots {
+		st, err := s.l.Inspect(ctx, slot)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
