@@ -81,6 +81,32 @@ func (a *App) lock(ctx context.Context, s *session, resource string, wait time.D
 	return lease, nil
 }
 
+// lockSlot is lock for a semaphore of slots (-n): above 1 it takes one of
+// the slots R#0..R#K-1 (one attempt each, or wait up to wait for any).
+func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots int, wait time.Duration) (*redlock.Lease, error) {
+	if slots <= 1 {
+		return a.lock(ctx, s, resource, wait)
+	}
+	sem, err := s.locker.NewSemaphore(resource, slots)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if wait <= 0 {
+		lease, err := sem.TryAcquire(ctx)
+		if err != nil {
+			return nil, a.acquireFailure(ctx, s, resource, err, 0)
+		}
+		return lease, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	lease, err := sem.Acquire(wctx)
+	if err != nil {
+		return nil, a.acquireFailure(ctx, s, resource, err, wait)
+	}
+	return lease, nil
+}
+
 // acquireFailure maps a failed acquisition to a *cliError: interrupted, no
 // quorum, busy, or (after waiting) still busy when --wait ran out.
 func (a *App) acquireFailure(ctx context.Context, s *session, resource string, err error, waited time.Duration) *cliError {

@@ -140,6 +140,7 @@ func requireCode(t *testing.T, r result, code int, want string) {
 //	env        append the REDLOCK_* variables as JSON; exit $REDLOCK_E2E_EXIT
 //	interval   append "start <unixnano> <fence>", sleep $REDLOCK_E2E_SLEEP,
 //	           append "end <unixnano> <fence>"
+//	slot       like interval, with $REDLOCK_RESOURCE (the slot) for the fence
 //	hang       append "pid <pid>", then sleep (forever, unless signalled)
 //	stubborn   like hang, but ignore SIGTERM
 //	trap       append "pid <pid>"; on SIGTERM append "got SIGTERM", exit 3
@@ -169,6 +170,12 @@ func childMain(mode string) int {
 		write("start %d %s", time.Now().UnixNano(), fence)
 		time.Sleep(d)
 		write("end %d %s", time.Now().UnixNano(), fence)
+		return 0
+	case "slot":
+		d, _ := time.ParseDuration(os.Getenv("REDLOCK_E2E_SLEEP"))
+		write("start %d %s", time.Now().UnixNano(), os.Getenv(envResource))
+		time.Sleep(d)
+		write("end %d %s", time.Now().UnixNano(), os.Getenv(envResource))
 		return 0
 	case "hang", "stubborn", "trap":
 		sigs := make(chan os.Signal, 1)

@@ -242,3 +242,70 @@ func TestE2ERunInterrupted(t *testing.T) {
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err))
 }
+
+// TestE2ERunSemaphore: "run -n 2" lets two COMMANDs run at once and never
+// three; a third run without --wait exits 4 (busy) while two hold slots,
+// and "status -n 2" shows both slots held.
+func TestE2ERunSemaphore(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "slots")
+	slotEnv := append(env, childEnv("slot", out, "REDLOCK_E2E_SLEEP=300ms")...)
+
+	const procs = 4
+	var wg sync.WaitGroup
+	results := make([]result, procs)
+	for p := range procs {
+		wg.Go(func() { results[p] = cli(t, slotEnv, "run", "encoders", "-n", "2", "--wait", "20s", "--", testBin) })
+	}
+	wg.Wait()
+	for _, r := range results {
+		requireCode(t, r, exitOK, "")
+	}
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	type event struct {
+		at    int64
+		delta int
+		slot  string
+	}
+	var events []event
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var kind, slot string
+		var at int64
+		_, err := fmt.Sscanf(line, "%s %d %s", &kind, &at, &slot)
+		require.NoError(t, err, line)
+		require.Regexp(t, `^encoders#[01]$`, slot)
+		d := 1
+		if kind == "end" {
+			d = -1
+		}
+		events = append(events, event{at, d, slot})
+	}
+	require.Len(t, events, 2*procs)
+	sort.Slice(events, func(i, j int) bool { return events[i].at < events[j].at })
+	inside, most := 0, 0
+	for _, e := range events {
+		inside += e.delta
+		most = max(most, inside)
+	}
+	require.Equal(t, 2, most, "two at once, never three")
+
+	// Two slots held: a third holder is refused, and status shows them.
+	requireCode(t, cli(t, env, "acquire", "encoders#0", "--ttl", "30s"), exitOK, "")
+	requireCode(t, cli(t, env, "acquire", "encoders#1", "--ttl", "30s"), exitOK, "")
+	r := cli(t, env, "run", "encoders", "-n", "2", "--", testBin)
+	requireCode(t, r, exitBusy, "")
+	r = cli(t, env, "status", "encoders", "-n", "2", "--json")
+	requireCode(t, r, exitOK, "")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	for i, line := range lines {
+		var st map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &st))
+		require.Equal(t, fmt.Sprintf("encoders#%d", i), st["resource"])
+		require.Equal(t, "held", st["state"])
+	}
+	requireCode(t, cli(t, env, "run", "encoders", "-n", "0", "--", testBin), exitUsage, "-n must be between 1 and")
+}

@@ -106,6 +106,19 @@ func (g *globals) rejoinDelay() time.Duration {
 	return g.ttl
 }
 
+// addSlotsFlag adds -n/--slots: the semaphore limit of run and status.
+func addSlotsFlag(fs *pflag.FlagSet, slots *int) {
+	fs.IntVarP(slots, "slots", "n", 1, "at most `K` holders at once: a semaphore of K slots RESOURCE#0..RESOURCE#K-1, each a lock with its own fencing token (1: a plain lock)")
+}
+
+// checkSlots rejects a semaphore limit outside [1, redlock.MaxSlots].
+func checkSlots(k int) error {
+	if k < 1 || k > redlock.MaxSlots {
+		return usageErrorf("-n must be between 1 and %d, got %d", redlock.MaxSlots, k)
+	}
+	return nil
+}
+
 // positive rejects a zero or negative duration for --name.
 func positive(name string, d time.Duration) error {
 	if d <= 0 {

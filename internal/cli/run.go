@@ -67,9 +67,10 @@ redlock-cli's.
 func (a *App) runCmd() *cobra.Command {
 	var wait time.Duration
 	var metricsAddr string
+	slots := 1
 	killAfter := defaultKillAfter
 	cmd := &cobra.Command{
-		Use:   "run RESOURCE [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] -- COMMAND [ARGS...]",
+		Use:   "run RESOURCE [-n K] [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock (flock(1) across machines)",
 		Long:  runLong,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -85,7 +86,7 @@ func (a *App) runCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.prepare(cmd, checkWait(cmd, wait), positive("kill-after", killAfter), checkResource(args[0])); err != nil {
+			if err := a.prepare(cmd, checkWait(cmd, wait), positive("kill-after", killAfter), checkSlots(slots), checkResource(args[0])); err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("metrics-addr") {
@@ -102,11 +103,12 @@ func (a *App) runCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			r := &runner{app: a, resource: args[0], argv: args[1:], wait: wait, killAfter: killAfter}
+			r := &runner{app: a, resource: args[0], argv: args[1:], wait: wait, killAfter: killAfter, slots: slots}
 			return r.run(cmd.Context())
 		},
 	}
 	addWaitFlag(cmd.Flags(), &wait)
+	addSlotsFlag(cmd.Flags(), &slots)
 	cmd.Flags().DurationVar(&killAfter, "kill-after", defaultKillAfter, "SIGKILL this long after SIGTERM, when the lease is lost or COMMAND left processes behind")
 	addMetricsFlag(cmd.Flags(), &metricsAddr)
 	return cmd
@@ -119,6 +121,7 @@ type runner struct {
 	argv      []string
 	wait      time.Duration
 	killAfter time.Duration
+	slots     int // -n: above 1, a semaphore of that many slots
 }
 
 // run acquires the lock, supervises COMMAND and releases the lock.
@@ -185,7 +188,7 @@ func (r *runner) acquire(ctx context.Context) (*session, *redlock.Lease, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, err := r.app.lock(ctx, s, r.resource, r.wait)
+	lease, err := r.app.lockSlot(ctx, s, r.resource, r.slots, r.wait)
 	if err != nil {
 		s.close()
 		return nil, nil, err

@@ -48,43 +48,65 @@ type statusResult struct {
 
 // statusCmd builds status.
 func (a *App) statusCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status RESOURCE",
+	slots := 1
+	cmd := &cobra.Command{
+		Use:   "status RESOURCE [-n K]",
 		Short: "Show the lock on every node and the overall verdict",
 		Long: `Show, per node, whether it answered (with the error if not), the holder's
 token prefix and owner, the remaining TTL and the node's fence counter; then
 the verdict: held (a majority agrees on one token), free (a majority holds no
 lock), or unknown (no majority answered, or the answers disagree: a lock
-being taken or expiring). Exits 3 when fewer than a majority answered.
+being taken or expiring). With -n K, the same for each slot RESOURCE#0 ..
+RESOURCE#K-1 of the semaphore (one result per slot). Exits 3 when fewer than
+a majority answered.
 
 ` + exitCodeHelp,
 		Args: exactArgs("RESOURCE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
-			if err := a.prepare(cmd, checkResource(resource)); err != nil {
+			if err := a.prepare(cmd, checkSlots(slots), checkResource(resource)); err != nil {
 				return err
 			}
+			resources := []string{resource}
+			if slots > 1 {
+				resources = resources[:0]
+				for i := range slots {
+					resources = append(resources, redlock.SlotResource(resource, i))
+				}
+			}
 			return a.withSession(cmd.Context(), func(ctx context.Context, s *session) error {
-				st, err := s.locker.Inspect(ctx, resource)
-				if err != nil {
-					return opError(ctx, err, len(s.nodes))
-				}
-				res := summarizeStatus(s.locker, st)
-				for i := range res.Nodes {
-					res.Nodes[i].Error = a.redact(res.Nodes[i].Error)
-				}
-				a.report(res, func() { a.printStatus(res) })
-				if res.Answered < res.Quorum {
-					msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", res.Answered, res.Total, res.Quorum)
-					if accessDenied(statusNodeErrors(st), res.Total) {
-						return &cliError{code: exitAccessDenied, kind: kindAccessDenied, reported: true, msg: accessDeniedPrefix + msg}
+				for _, r := range resources {
+					if err := a.status(ctx, s, r); err != nil {
+						return err
 					}
-					return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true, msg: msg}
 				}
 				return nil
 			})
 		},
 	}
+	addSlotsFlag(cmd.Flags(), &slots)
+	return cmd
+}
+
+// status prints the state of one resource on every node.
+func (a *App) status(ctx context.Context, s *session, resource string) error {
+	st, err := s.locker.Inspect(ctx, resource)
+	if err != nil {
+		return opError(ctx, err, len(s.nodes))
+	}
+	res := summarizeStatus(s.locker, st)
+	for i := range res.Nodes {
+		res.Nodes[i].Error = a.redact(res.Nodes[i].Error)
+	}
+	a.report(res, func() { a.printStatus(res) })
+	if res.Answered < res.Quorum {
+		msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", res.Answered, res.Total, res.Quorum)
+		if accessDenied(statusNodeErrors(st), res.Total) {
+			return &cliError{code: exitAccessDenied, kind: kindAccessDenied, reported: true, msg: accessDeniedPrefix + msg}
+		}
+		return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true, msg: msg}
+	}
+	return nil
 }
 
 // summarizeStatus turns an Inspect result into the status output.
