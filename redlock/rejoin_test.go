@@ -15,6 +15,34 @@ import (
 // no RDB snapshots): the Redis default without a save policy.
 var noPersistence = testutil.WithConfig("appendonly no", `save ""`)
 
+// rejoinDelay is the delay of the rejoin tests: short, but whole seconds
+// (uptime is).
+const rejoinDelay = 2 * time.Second
+
+// startForgetful starts three servers without persistence and a Locker
+// with the rejoin delay, and waits until the servers have been up long
+// enough to grant.
+func startForgetful(t *testing.T) (*testutil.RedisCluster, *redlock.Locker) {
+	c := testutil.StartRedis(t, 3, noPersistence)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second, RejoinDelay: rejoinDelay})
+	eventuallyAcquire(t, l, "warm-up")
+	return c, l
+}
+
+// eventuallyAcquire takes and releases resource once the nodes grant,
+// within three rejoin delays, and returns the lease.
+func eventuallyAcquire(t *testing.T, l *redlock.Locker, resource string) *redlock.Lease {
+	t.Helper()
+	var lease *redlock.Lease
+	var err error
+	require.Eventually(t, func() bool {
+		lease, err = l.TryAcquire(testutil.Context(t), resource)
+		return err == nil
+	}, 3*rejoinDelay, 50*time.Millisecond, "never granted: %v", err)
+	require.NoError(t, lease.Release(testutil.Context(t)))
+	return lease
+}
+
 // TestRestartedEmptyNodesRejoinAfterTheDelay: a majority that restarted
 // empty (the third node is down) refuses to grant, with its reason, until
 // the rejoin delay has passed since the restart; then it grants again and
@@ -25,17 +53,7 @@ func TestRestartedEmptyNodesRejoinAfterTheDelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	c := testutil.StartRedis(t, 3, noPersistence)
-	const delay = 2 * time.Second
-	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second, RejoinDelay: delay})
-	// Let the servers' uptimes pass the delay, so that they grant.
-	var before *redlock.Lease
-	require.Eventually(t, func() bool {
-		var err error
-		before, err = l.TryAcquire(testutil.Context(t), "r")
-		return err == nil
-	}, 3*delay, 50*time.Millisecond)
-	require.NoError(t, before.Release(testutil.Context(t)))
+	c, l := startForgetful(t)
 	for range 10 { // a history of holders
 		before, err := tryAcquire(t, l, "r")
 		require.NoError(t, err)
@@ -54,14 +72,9 @@ func TestRestartedEmptyNodesRejoinAfterTheDelay(t *testing.T) {
 	_, err = l.TryAcquire(testutil.Context(t), "r")
 	require.ErrorContains(t, err, "rejoining")
 
-	var after *redlock.Lease
-	require.Eventually(t, func() bool {
-		after, err = l.TryAcquire(testutil.Context(t), "r")
-		return err == nil
-	}, 3*delay, 50*time.Millisecond, "the restarted nodes never rejoined: %v", err)
-	require.GreaterOrEqual(t, time.Since(restarted), delay-time.Second, "granted before the rejoin delay (uptime is in whole seconds)")
+	after := eventuallyAcquire(t, l, "r")
+	require.GreaterOrEqual(t, time.Since(restarted), rejoinDelay-time.Second, "granted before the rejoin delay (uptime is in whole seconds)")
 	require.Greater(t, after.Fence(), before.Fence(), "a restarted node's counter starts from its clock")
-	require.NoError(t, after.Release(testutil.Context(t)))
 }
 
 // TestDurableNodeRejoinsAtOnce: a node with appendonly yes and appendfsync
@@ -97,16 +110,8 @@ func TestCountersThatLostIncrementsCountOnFromTheRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	c := testutil.StartRedis(t, 3, noPersistence)
-	const delay = 2 * time.Second
-	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second, RejoinDelay: delay})
-	var before *redlock.Lease
-	require.Eventually(t, func() bool {
-		var err error
-		before, err = l.TryAcquire(testutil.Context(t), "r")
-		return err == nil
-	}, 3*delay, 50*time.Millisecond)
-	require.NoError(t, before.Release(testutil.Context(t)))
+	c, l := startForgetful(t)
+	before := eventuallyAcquire(t, l, "r")
 
 	require.NoError(t, c.Server(1).Kill())
 	for _, i := range []int{0, 2} {
@@ -115,12 +120,6 @@ func TestCountersThatLostIncrementsCountOnFromTheRestart(t *testing.T) {
 		require.NoError(t, s.Restart())
 		require.NoError(t, s.Do(testutil.Context(t), "SET", l.Key("r")+":fence", "10").Err())
 	}
-	var after *redlock.Lease
-	require.Eventually(t, func() bool {
-		var err error
-		after, err = l.TryAcquire(testutil.Context(t), "r")
-		return err == nil
-	}, 3*delay, 50*time.Millisecond)
+	after := eventuallyAcquire(t, l, "r")
 	require.Greater(t, after.Fence(), before.Fence())
-	require.NoError(t, after.Release(testutil.Context(t)))
 }
