@@ -3,7 +3,7 @@
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos
+.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak
 
 # -p 1: one package's tests at a time. The integration tests start real
 # redis-server processes and bound every node call; on a 2-core machine
@@ -51,6 +51,24 @@ fuzz:
 # REDLOCK_CHAOS_DURATION=10m make chaos; replay: REDLOCK_CHAOS_SEED=<seed>.
 chaos:
 	$(GO) test -race -count=1 -v -timeout 0 -run '^TestChaos$$' ./chaos/
+
+# Every chaos scenario in rotation for SOAK (default 10m), four lanes at
+# once (REDLOCK_SOAK_LANES), 30s per run (REDLOCK_SOAK_SLICE), without the
+# race detector (SOAK_FLAGS=-race adds it, and checks far fewer writes).
+# Prints each run's counts as it ends, then the fenced writes checked and
+# the violations, per scenario and in total; the whole log is in SOAK_LOG.
+# The partition scenario needs root and iproute2, the clock ones faketime
+# (skipped without them).
+SOAK ?= 10m
+SOAK_FLAGS ?=
+SOAK_LOG ?= $(or $(TMPDIR),/tmp)/redlock-soak.log
+soak: SHELL := /bin/bash
+soak: .SHELLFLAGS := -o pipefail -c
+soak:
+	@summary=$$(mktemp); \
+	REDLOCK_SOAK=$(SOAK) REDLOCK_SOAK_SUMMARY=$$summary $(GO) test -count=1 -v -timeout 0 $(SOAK_FLAGS) -run '^TestSoak$$' ./chaos/ 2>&1 \
+		| tee $(SOAK_LOG) | { grep --line-buffered -E 'counts: |--- FAIL|^FAIL|^ok|^panic' || true; }; rc=$$?; \
+	cat $$summary; rm -f $$summary; echo "full log: $(SOAK_LOG)"; exit $$rc
 
 # Benchmarks against go-redsync, bsm/redislock and the raw floor, in one run
 # (the bench/ module; see docs/benchmarks.md). Needs redis-server; ~9 min.

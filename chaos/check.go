@@ -426,13 +426,17 @@ func checkLost(h *History, r *Report) {
 }
 
 // checkMajority: no Acquire that began after a majority of nodes went down
-// may have returned a lease before they came back.
+// may have returned a lease before they came back. A fault that concerns
+// some clients only (a partition) applies to their leases only.
 func checkMajority(h *History, r *Report) {
 	for _, f := range h.Faults {
 		if !f.MajorityDown {
 			continue
 		}
 		for _, l := range h.Leases {
+			if len(f.Clients) > 0 && !slices.Contains(f.Clients, l.Client) {
+				continue
+			}
 			if l.CalledAt > f.Start && l.AcquiredAt < f.End {
 				r.MajorityGrants++
 				r.example("majority-grant", "lease %d granted at %v while nodes %v were down (%v to %v)", l.Fence, l.AcquiredAt, f.Nodes, f.Start, f.End)

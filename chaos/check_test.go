@@ -184,6 +184,17 @@ func TestCheckFindsGrantDuringMajorityLoss(t *testing.T) {
 	require.Zero(t, chaos.Check(h).MajorityGrants)
 }
 
+func TestCheckFindsGrantToClientCutFromMajority(t *testing.T) {
+	h := clean()
+	// Client 1 was cut from three nodes while it acquired its lease; client 0
+	// was not cut.
+	h.Faults = []chaos.Fault{{Kind: "partition", Nodes: []int{0, 1, 2}, Start: 15 * ms, End: 35 * ms, MajorityDown: true, Clients: []int{1}}}
+	r := chaos.Check(h)
+	require.Equal(t, 1, r.MajorityGrants, r.String())
+	h.Faults[0].Clients = []int{0}
+	require.Zero(t, chaos.Check(h).MajorityGrants)
+}
+
 func TestValueChain(t *testing.T) {
 	v := chaos.NewValue("c1.2", chaos.NewValue("c0.1", ""))
 	require.Equal(t, "c1.2", chaos.ValueID(v))

@@ -1,9 +1,12 @@
 // Package chaos is redlock's fault-injection suite: many clients lock one
 // resource on five real redis-server processes and do fenced
 // read-modify-writes of a register on a sixth, while a nemesis kills,
-// restarts, pauses and flushes the lock nodes and some clients stall past
-// their leases. Every operation is recorded with the monotonic clock of the
-// one process the clients share, and checkers read the history afterwards:
+// restarts, pauses and flushes the lock nodes, cuts clients from some of
+// them (network namespaces), slows and breaks their connections (a proxy),
+// makes their clocks jump or run fast (libfaketime), and some clients stall
+// past their leases. Every operation is recorded with the monotonic clock
+// of the one process the clients share, and checkers read the history
+// afterwards:
 //
 //   - the register's history is linearizable as a fenced register
 //     (github.com/anishathalye/porcupine, with the model in this package);
@@ -13,7 +16,8 @@
 //     from one holder to the next;
 //   - no accepted write is lost, and the final register is the last
 //     accepted write;
-//   - no lease was granted while a majority of the nodes was down.
+//   - no lease was granted while a majority of the nodes was down (or, in a
+//     partition, cut from the client that got it).
 //
 // The suite itself lives in this package's tests (go test ./chaos/); see
 // RELIABILITY.md at the root of the repository for the scenarios, what they
@@ -114,8 +118,12 @@ type Fault struct {
 	// flushed), End when healing began.
 	Start, End time.Duration
 	// MajorityDown reports that a majority of the lock nodes could not
-	// answer between Start and End.
+	// answer between Start and End (only to Clients, when it is set).
 	MajorityDown bool
+	// Clients, when not empty, are the only clients the fault concerns: a
+	// network partition cuts some clients from some nodes, and the others
+	// still reach every node.
+	Clients []int
 }
 
 // History is what a run recorded. Its methods are safe for concurrent use;

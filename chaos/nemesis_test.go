@@ -2,7 +2,9 @@ package chaos_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/e6344662/go-redlock/chaos"
@@ -41,7 +43,7 @@ func (e *env) inject(ctx context.Context, kind string, i int, args ...any) bool 
 	var err error
 	for try := 0; try < 3 && ctx.Err() == nil; try++ {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		err = e.nodes.Server(i).Do(cctx, args...).Err()
+		err = e.nodes[i].Do(cctx, args...).Err()
 		cancel()
 		if err == nil {
 			return true
@@ -70,7 +72,7 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // kill SIGKILLs nodes, waits, and restarts them (AOF reloaded).
 func (e *env) kill(ctx context.Context, kind string, nodes []int, d time.Duration, majority bool) error {
 	for _, i := range nodes {
-		if err := e.nodes.Server(i).Kill(); err != nil {
+		if err := e.nodes[i].Kill(); err != nil {
 			return err
 		}
 	}
@@ -79,7 +81,7 @@ func (e *env) kill(ctx context.Context, kind string, nodes []int, d time.Duratio
 	f.End = e.h.Now()
 	e.h.AddFault(f)
 	for _, i := range nodes {
-		if err := e.nodes.Server(i).Restart(); err != nil {
+		if err := e.nodes[i].Restart(); err != nil {
 			return err
 		}
 	}
@@ -89,7 +91,7 @@ func (e *env) kill(ctx context.Context, kind string, nodes []int, d time.Duratio
 // pause SIGSTOPs nodes, waits, and resumes them.
 func (e *env) pause(ctx context.Context, kind string, nodes []int, d time.Duration, majority bool) error {
 	for _, i := range nodes {
-		if err := e.nodes.Server(i).Pause(); err != nil {
+		if err := e.nodes[i].Pause(); err != nil {
 			return err
 		}
 	}
@@ -98,7 +100,7 @@ func (e *env) pause(ctx context.Context, kind string, nodes []int, d time.Durati
 	f.End = e.h.Now()
 	e.h.AddFault(f)
 	for _, i := range nodes {
-		if err := e.nodes.Server(i).Resume(); err != nil {
+		if err := e.nodes[i].Resume(); err != nil {
 			return err
 		}
 	}
@@ -149,15 +151,30 @@ var (
 		return nil
 	}}
 
-	// restartEmpty (assumption broken on purpose) crashes one node and
-	// restarts it at once without persistence: it comes back empty, with
-	// no locks and its fence counters back at zero.
+	// restartEmpty crashes nodes without persistence one at a time, in
+	// bursts of 0.5-1.5s: one random node is killed and restarted at once
+	// (it comes back empty, with no locks and no fence counters), then the
+	// next one 50-200ms later. A lease held through a burst can lose its
+	// key on a majority of nodes; only the Lockers' RejoinDelay, which
+	// keeps a restarted node out of every quorum until the locks it forgot
+	// have expired, keeps a second holder out. After a burst the nodes get
+	// one to two rejoin delays to come back, so that leases are granted
+	// again before the next one.
 	restartEmpty = nemesis{"restart-empty", func(ctx context.Context, e *env, rng *rand.Rand) error {
-		return e.kill(ctx, "restart-empty", pick(rng, 1), between(rng, 0, 50*time.Millisecond), false)
+		end := time.Now().Add(between(rng, 500*time.Millisecond, 1500*time.Millisecond))
+		for ctx.Err() == nil && time.Now().Before(end) {
+			if err := e.kill(ctx, "restart-empty", pick(rng, 1), between(rng, 0, 20*time.Millisecond), false); err != nil {
+				return err
+			}
+			sleep(ctx, between(rng, 50*time.Millisecond, 200*time.Millisecond))
+		}
+		hold(ctx, between(rng, e.rejoinDelay(), 2*e.rejoinDelay()))
+		return nil
 	}}
 	// wipe (assumption broken on purpose) runs FLUSHALL on one random node
-	// every 20-80ms for 0.5-1.5s: its locks and fence counters vanish, as
-	// after restarts without persistence or failovers to empty replicas.
+	// every 20-80ms for 0.5-1.5s: its locks and fence counters vanish while
+	// it keeps running, as after a failover to an empty replica. No delay
+	// can hide that: the node's uptime says nothing about it.
 	wipe = nemesis{"wipe", func(ctx context.Context, e *env, rng *rand.Rand) error {
 		end := time.Now().Add(between(rng, 500*time.Millisecond, 1500*time.Millisecond))
 		for ctx.Err() == nil && time.Now().Before(end) {
@@ -171,3 +188,183 @@ var (
 		return nil
 	}}
 )
+
+var (
+	// partition cuts one to three clients, each from its own one to three
+	// nodes (three: a majority, so that client can neither acquire nor
+	// renew), for 0.3s to twice the longest lease plus 0.5s. Two times in
+	// three the cut drops both directions, else only the nodes' replies:
+	// the nodes still act on that client's commands.
+	partition = nemesis{"partition", func(ctx context.Context, e *env, rng *rand.Rand) error {
+		strict := rng.IntN(3) != 0
+		kind := "partition"
+		if !strict {
+			kind = "partition-one-way"
+		}
+		if err := e.net.setStrictAll(strict); err != nil {
+			return err
+		}
+		type cut struct {
+			client int
+			nodes  []int
+		}
+		var cuts []cut
+		for _, c := range rng.Perm(clients)[:1+rng.IntN(3)] {
+			cuts = append(cuts, cut{c, pick(rng, 1+rng.IntN(3))})
+		}
+		var err error
+		for _, c := range cuts {
+			for _, j := range c.nodes {
+				err = errors.Join(err, e.net.Cut(c.client, j))
+			}
+		}
+		start := e.h.Now()
+		if err == nil {
+			hold(ctx, between(rng, 300*time.Millisecond, 2*e.maxLease()+500*time.Millisecond))
+		}
+		end := e.h.Now()
+		for _, c := range cuts {
+			e.h.AddFault(chaos.Fault{Kind: kind, Nodes: c.nodes, Clients: []int{c.client}, Start: start, End: end,
+				MajorityDown: len(c.nodes) > lockNodes/2})
+			for _, j := range c.nodes {
+				if herr := e.net.Heal(c.client, j); herr != nil && !strings.Contains(herr.Error(), "No such process") {
+					err = errors.Join(err, herr)
+				}
+			}
+		}
+		return err
+	}}
+
+	// latency delays every byte between the clients and one to five nodes
+	// by 1-60ms each way, plus up to half as much jitter, for 0.5-2s: the
+	// longest round trips outlast the shortest leases' node call timeout.
+	latency = nemesis{"latency", func(ctx context.Context, e *env, rng *rand.Rand) error {
+		d := between(rng, time.Millisecond, 60*time.Millisecond)
+		return e.degrade(ctx, "latency", pick(rng, 1+rng.IntN(lockNodes)), proxyFaults{delay: d, jitter: d / 2},
+			between(rng, 500*time.Millisecond, 2*time.Second))
+	}}
+	// loss makes one to three nodes' connections lose 5-30% of their
+	// segments (each loss stalls the stream for a 200-600ms
+	// retransmission) and resets 1-5% of them at a chunk, for 0.5-2s.
+	loss = nemesis{"loss", func(ctx context.Context, e *env, rng *rand.Rand) error {
+		f := proxyFaults{
+			loss: 0.05 + 0.25*rng.Float64(), stallMin: 200 * time.Millisecond, stallMax: 600 * time.Millisecond,
+			drop: 0.01 + 0.04*rng.Float64(),
+		}
+		return e.degrade(ctx, "loss", pick(rng, 1+rng.IntN(3)), f, between(rng, 500*time.Millisecond, 2*time.Second))
+	}}
+
+	// clockJump steps the clocks of one, two or three nodes (half, a
+	// quarter, a quarter of the time) forward by 1.2-3 times the longest
+	// lease, at once: every lock on them expires. Three is a majority.
+	clockJump = nemesis{"clock-jump", func(ctx context.Context, e *env, rng *rand.Rand) error {
+		nodes := pick(rng, clockVictims(rng))
+		d := between(rng, e.maxLease()*6/5, 3*e.maxLease())
+		for _, j := range nodes {
+			want, err := e.clocks[j].jump(d)
+			if err != nil {
+				return err
+			}
+			e.checkClock(ctx, j, want)
+		}
+		at := e.h.Now()
+		e.h.AddFault(chaos.Fault{Kind: "clock-jump", Nodes: nodes, Start: at, End: at})
+		return nil
+	}}
+	// clockFast restarts one, two or three nodes with clocks running 2-5
+	// times too fast for 1-3s: their locks expire that much early.
+	clockFast = nemesis{"clock-fast", func(ctx context.Context, e *env, rng *rand.Rand) error {
+		nodes := pick(rng, clockVictims(rng))
+		rate := 2 + rng.IntN(4)
+		var ends []func() error
+		var err error
+		for _, j := range nodes {
+			end, ferr := e.clocks[j].fast(e.nodes[j], rate)
+			if ferr != nil {
+				err = ferr
+				break
+			}
+			ends = append(ends, end)
+		}
+		f := chaos.Fault{Kind: "clock-fast", Nodes: nodes, Start: e.h.Now()}
+		if err == nil {
+			d := between(rng, time.Second, 3*time.Second)
+			e.checkRate(ctx, nodes[0], rate, d)
+		}
+		f.End = e.h.Now()
+		e.h.AddFault(f)
+		for _, end := range ends {
+			err = errors.Join(err, end())
+		}
+		return err
+	}}
+)
+
+// clockVictims draws how many nodes a clock fault hits: 1 (half the time),
+// 2 or 3 (a majority).
+func clockVictims(rng *rand.Rand) int {
+	switch n := rng.IntN(4); n {
+	case 0, 1:
+		return 1
+	default:
+		return n
+	}
+}
+
+// degrade applies proxy faults to nodes for d, records the fault and heals.
+func (e *env) degrade(ctx context.Context, kind string, nodes []int, f proxyFaults, d time.Duration) error {
+	for _, j := range nodes {
+		e.proxies[j].set(f)
+	}
+	fault := chaos.Fault{Kind: kind, Nodes: nodes, Start: e.h.Now()}
+	hold(ctx, d)
+	fault.End = e.h.Now()
+	e.h.AddFault(fault)
+	for _, j := range nodes {
+		e.proxies[j].set(proxyFaults{})
+	}
+	return nil
+}
+
+// checkClock verifies that node j's clock is about want ahead of ours: a
+// harness check (libfaketime must work), not a property of the lock.
+func (e *env) checkClock(ctx context.Context, j int, want time.Duration) {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	got, err := clockAhead(cctx, e.nodes[j])
+	if err != nil {
+		e.missed.Add(1)
+		e.t.Logf("clock of node %d not measured (harness, not a violation): %v", j, err)
+		return
+	}
+	if diff := got - want; diff < -250*time.Millisecond || diff > 250*time.Millisecond {
+		e.t.Errorf("node %d's clock is %v ahead, want %v: libfaketime did not apply the jump", j, got, want)
+	}
+}
+
+// checkRate holds the fast clock of node j for d and verifies that it ran
+// at about rate (a harness check, like checkClock).
+func (e *env) checkRate(ctx context.Context, j, rate int, d time.Duration) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+2*time.Second)
+	defer cancel()
+	a, err := clockAhead(cctx, e.nodes[j])
+	start := time.Now()
+	hold(ctx, d)
+	if err != nil {
+		e.t.Logf("clock of node %d not measured (harness, not a violation): %v", j, err)
+		return
+	}
+	b, err := clockAhead(cctx, e.nodes[j])
+	if err != nil {
+		e.t.Logf("clock of node %d not measured (harness, not a violation): %v", j, err)
+		return
+	}
+	el := time.Since(start)
+	if el < 500*time.Millisecond {
+		return // the run ended: too short to measure
+	}
+	got := 1 + float64(b-a)/float64(el)
+	if got < 1+float64(rate-1)/2 {
+		e.t.Errorf("node %d's clock ran x%.2f, want x%d: libfaketime did not apply the rate", j, got, rate)
+	}
+}

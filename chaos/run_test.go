@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/e6344662/go-redlock/chaos"
 	"github.com/e6344662/go-redlock/fencing"
@@ -37,6 +41,10 @@ const (
 	// reportEnv names a file to which every scenario appends its counts as
 	// one JSON line.
 	reportEnv = "REDLOCK_CHAOS_REPORT"
+	// noRejoinEnv, set to 1, turns the clients' RejoinDelay off: the
+	// no-persistence scenario then fails with overlapping leases, which
+	// shows that its checks can see what the delay prevents.
+	noRejoinEnv = "REDLOCK_CHAOS_NO_REJOIN"
 
 	defaultSeed     = 20260601
 	defaultDuration = 7 * time.Second
@@ -52,6 +60,9 @@ const (
 	opTimeout = 2 * time.Second
 	// acquireTimeout bounds every Acquire.
 	acquireTimeout = 2 * time.Second
+	// nodeTimeout bounds the clients' dials, reads and writes to the lock
+	// nodes (the Lockers' NodeCallTimeout is shorter).
+	nodeTimeout = 500 * time.Millisecond
 )
 
 // scenario is one row of RELIABILITY.md's table.
@@ -72,7 +83,21 @@ type scenario struct {
 	// on purpose: violations of the lock's guarantees are measured and
 	// reported, not failed on. The resource side must still hold.
 	unsafe bool
+
+	// netns puts every lock node in a network namespace of its own, which
+	// each client reaches from an address of its own (netns_test.go);
+	// needs root and iproute2.
+	netns bool
+	// proxied makes the clients reach the nodes through a proxy each
+	// (proxy_test.go).
+	proxied bool
+	// faketime runs the lock nodes under libfaketime (faketime_test.go).
+	faketime bool
 }
+
+// noPersistence is the lock nodes' configuration without persistence: no
+// AOF, no RDB snapshots; a restarted node comes back empty.
+var noPersistence = testutil.WithConfig("appendonly no", `save ""`)
 
 func scenarios() []scenario {
 	return []scenario{
@@ -82,13 +107,14 @@ func scenarios() []scenario {
 		{name: "script-flush", nemeses: []nemesis{scriptFlush}},
 		{name: "client-stalls", stallers: 2},
 		{name: "mixed", stallers: 2, nemeses: []nemesis{killMinority, pauseShort, pauseLong, majorityDown, scriptFlush}},
-		{
-			name:       "no-persistence",
-			nemeses:    []nemesis{restartEmpty, wipe},
-			serverOpts: []testutil.Option{testutil.WithConfig("appendonly no")},
-			holdProb:   0.15,
-			unsafe:     true,
-		},
+		{name: "partition", nemeses: []nemesis{partition}, netns: true},
+		{name: "latency-loss", nemeses: []nemesis{latency, loss}, proxied: true},
+		{name: "clock-jump", nemeses: []nemesis{clockJump}, faketime: true, holdProb: 0.15, unsafe: true},
+		{name: "clock-fast", nemeses: []nemesis{clockFast}, faketime: true, holdProb: 0.15, unsafe: true},
+		// Restarts without persistence, one node at a time: the Lockers'
+		// RejoinDelay must make them safe.
+		{name: "no-persistence", nemeses: []nemesis{restartEmpty}, serverOpts: []testutil.Option{noPersistence}, holdProb: 0.15},
+		{name: "wipe", nemeses: []nemesis{wipe}, serverOpts: []testutil.Option{noPersistence}, holdProb: 0.15, unsafe: true},
 	}
 }
 
@@ -99,7 +125,7 @@ func scenarios() []scenario {
 //	REDLOCK_CHAOS_SEED=<seed> go test -v -run 'TestChaos/<name>' ./chaos/
 func TestChaos(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos suite: real redis-server processes, about a minute")
+		t.Skip("chaos suite: real redis-server processes, about a minute and a half")
 	}
 	duration := chaosDuration(t)
 	seed := chaosSeed(t)
@@ -139,11 +165,15 @@ func chaosSeed(t *testing.T) uint64 {
 type env struct {
 	t        *testing.T
 	sc       scenario
-	nodes    *testutil.RedisCluster
+	nodes    []*testutil.RedisServer
 	resource *testutil.RedisServer
 	h        *chaos.History
 	leases   []time.Duration // per client
 	missed   atomic.Int64    // fault commands the nemesis could not apply
+
+	net     *netTopo     // sc.netns
+	proxies []*proxy     // sc.proxied, per node
+	clocks  []*fakeClock // sc.faketime, per node
 }
 
 func (e *env) minLease() time.Duration { return minDur(e.leases) }
@@ -165,21 +195,20 @@ func maxDur(ds []time.Duration) time.Duration {
 	return m
 }
 
-func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration) {
+// runScenario runs one scenario and checks it; it returns the report, or
+// nil when the scenario was skipped.
+func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration) *chaos.Report {
 	hs := fnv.New64a()
 	_, _ = hs.Write([]byte(sc.name))
 	rng := rand.New(rand.NewPCG(seed, hs.Sum64()))
 	t.Logf("seed=%d duration=%s (replay: %s=%d %s=%s go test -v -run 'TestChaos/%s$' ./chaos/)",
 		seed, duration, seedEnv, seed, durationEnv, duration, sc.name)
 
-	// Both skip the test without redis-server (REDLOCK_REQUIRE_REDIS=1
-	// makes that a failure).
-	cluster := testutil.StartRedis(t, lockNodes, sc.serverOpts...)
-	res := testutil.StartRedisServer(t)
-	e := &env{t: t, sc: sc, nodes: cluster, resource: res}
+	e := &env{t: t, sc: sc}
 	for range clients {
 		e.leases = append(e.leases, time.Duration(300+rng.IntN(501))*time.Millisecond)
 	}
+	e.startNodes(seed)
 	t.Logf("leases %v, %d of %d clients stall", e.leases, sc.stallers, clients)
 
 	e.h = chaos.NewHistory()
@@ -227,16 +256,100 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	if rep.Accepted == 0 {
 		t.Errorf("no write was accepted: the run tested nothing")
 	}
+	if sc.stallers > 0 && rep.Stalls == 0 {
+		t.Errorf("no client stalled: the run did not test fencing")
+	}
 	if sc.unsafe {
 		t.Logf("assumption broken on purpose: %d violations of the lock's guarantees (overlapping leases %d, token regressions %d, duplicate tokens %d, lost in-window writes %d)",
 			rep.LockViolations(), rep.Overlaps, rep.TokenRegressions, rep.DuplicateTokens, rep.LostInWindow)
-		return
+		return rep
 	}
 	if n := rep.LockViolations(); n > 0 {
 		t.Errorf("%d violations of the lock's guarantees", n)
 	}
-	if sc.stallers > 0 && rep.Stalls == 0 {
-		t.Errorf("no client stalled: the run did not test fencing")
+	return rep
+}
+
+// startNodes starts the lock nodes and the resource server (skipping the
+// test without redis-server, or failing it under REDLOCK_REQUIRE_REDIS=1),
+// with what the scenario needs around them: namespaces, proxies or fake
+// clocks.
+func (e *env) startNodes(seed uint64) {
+	t, sc := e.t, e.sc
+	testutil.RedisServerPath(t) // skip before creating anything
+	e.resource = testutil.StartRedisServer(t)
+	if !sc.netns && !sc.faketime {
+		e.nodes = testutil.StartRedis(t, lockNodes, sc.serverOpts...).Servers()
+	} else {
+		// Registered before the servers start, so that it runs after
+		// their cleanup has killed them.
+		if sc.netns {
+			e.net = setupNetns(t, lockNodes, clients)
+		}
+		if sc.faketime {
+			lib := requireFaketime(t)
+			t.Cleanup(func() {
+				for _, c := range e.clocks {
+					c.cleanup()
+				}
+			})
+			for range lockNodes {
+				c, err := newFakeClock(t.TempDir(), lib)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.clocks = append(e.clocks, c)
+			}
+		}
+		for j := range lockNodes {
+			opts := slices.Clone(sc.serverOpts)
+			if e.net != nil {
+				opts = append(opts, testutil.WithHost(e.net.NodeIP(j)), testutil.WithCommandPrefix(e.net.ServerPrefix(j)...))
+			}
+			if e.clocks != nil {
+				opts = append(opts, testutil.WithEnv(e.clocks[j].env()...))
+			}
+			e.nodes = append(e.nodes, testutil.StartRedisServer(t, opts...))
+			if e.clocks != nil {
+				if err := e.clocks[j].notePID(e.nodes[j]); err != nil {
+					t.Fatalf("node %d: %v", j, err)
+				}
+			}
+		}
+	}
+	if sc.faketime {
+		e.checkFaketime()
+	}
+	if sc.proxied {
+		for j, s := range e.nodes {
+			p, err := startProxy(s.Addr(), seed+uint64(j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.close)
+			e.proxies = append(e.proxies, p)
+		}
+	}
+}
+
+// checkFaketime makes sure that libfaketime controls the nodes' clocks
+// before the run starts: a jump of node 0's clock must show in TIME.
+func (e *env) checkFaketime() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := e.clocks[0]
+	if err := c.write(100*time.Second, 1); err != nil {
+		e.t.Fatal(err)
+	}
+	ahead, err := clockAhead(ctx, e.nodes[0])
+	if werr := c.write(0, 1); werr != nil {
+		e.t.Fatal(werr)
+	}
+	if err != nil {
+		e.t.Fatalf("TIME on node 0: %v", err)
+	}
+	if ahead < 99*time.Second {
+		e.t.Fatalf("libfaketime does not control the nodes' clocks: node 0 is %v ahead, want 100s", ahead)
 	}
 }
 
@@ -273,7 +386,7 @@ func (e *env) writeReport(seed uint64, duration time.Duration, rep *chaos.Report
 // healAll resumes and restarts every lock node, so that the final state
 // can be inspected and the next scenario starts clean.
 func (e *env) healAll() {
-	for _, s := range e.nodes.Servers() {
+	for _, s := range e.nodes {
 		if err := s.Resume(); err != nil {
 			e.t.Errorf("heal: %v", err)
 		}
@@ -308,13 +421,18 @@ func (e *env) finalRead() {
 func (e *env) client(ctx context.Context, id int, rng *rand.Rand, staller bool) {
 	g := &gate{}
 	nodes := make([]redlock.Node, 0, lockNodes)
-	for _, s := range e.nodes.Servers() {
-		nodes = append(nodes, &gatedNode{RedisNode: s.Node().(*redlock.RedisNode), g: g})
+	for j := range e.nodes {
+		c := e.nodeClient(id, j)
+		defer func() { _ = c.Close() }() // after the Locker's Close below
+		nodes = append(nodes, &gatedNode{RedisNode: redlock.NewRedisNode(c), g: g})
 	}
 	ttl := e.leases[id]
 	locker, err := redlock.New(nodes, redlock.Config{
 		LeaseDuration: ttl,
-		Owner:         "chaos-client-" + strconv.Itoa(id),
+		// Every client keeps a restarted node that lost its data out of
+		// its quorums until the longest lease of any client has expired.
+		RejoinDelay: e.clientRejoinDelay(),
+		Owner:       "chaos-client-" + strconv.Itoa(id),
 		NewBackOff: func() backoff.BackOff {
 			return backoff.NewExponentialBackOff(
 				backoff.WithInitialInterval(10*time.Millisecond),
@@ -403,6 +521,50 @@ func (e *env) client(ctx context.Context, id int, rng *rand.Rand, staller bool) 
 			h.Count(func(h *chaos.History) { h.LostLeases++ })
 		}
 	}
+}
+
+// rejoinDelay is every client's RejoinDelay: the longest lease of any
+// client, with a margin for the nodes' uptime being counted in whole
+// seconds on their own clocks.
+func (e *env) rejoinDelay() time.Duration { return e.maxLease() + 200*time.Millisecond }
+
+// clientRejoinDelay is the clients' Config.RejoinDelay: rejoinDelay, or
+// off (-1) under REDLOCK_CHAOS_NO_REJOIN=1.
+func (e *env) clientRejoinDelay() time.Duration {
+	if off, _ := strconv.ParseBool(os.Getenv(noRejoinEnv)); off {
+		return -1
+	}
+	return e.rejoinDelay()
+}
+
+// nodeClient returns a new client of client id to node j, with the short
+// timeouts and single attempts of testutil's clients: through the node's
+// proxy (sc.proxied), or from the client's own address (sc.netns).
+func (e *env) nodeClient(id, j int) *redis.Client {
+	opts := &redis.Options{
+		Addr:                  e.nodes[j].Addr(),
+		DialTimeout:           nodeTimeout,
+		ReadTimeout:           nodeTimeout,
+		WriteTimeout:          nodeTimeout,
+		PoolTimeout:           nodeTimeout,
+		DialerRetries:         1,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+		MaintNotificationsConfig: &maintnotifications.Config{
+			Mode: maintnotifications.ModeDisabled,
+		},
+	}
+	switch {
+	case e.proxies != nil:
+		opts.Addr = e.proxies[j].Addr()
+	case e.net != nil:
+		d := &net.Dialer{Timeout: nodeTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(e.net.ClientIP(id, j))}}
+		opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	return redis.NewClient(opts)
 }
 
 // read reads the register and records the read; it reports the value and
