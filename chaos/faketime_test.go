@@ -41,11 +41,13 @@ const libfaketimeEnv = "REDLOCK_LIBFAKETIME"
 
 // libfaketimePath returns the path of libfaketime.so.1, or "".
 func libfaketimePath() string {
+	var cands []string
 	if p := os.Getenv(libfaketimeEnv); p != "" {
-		return p
+		cands = []string{p}
+	} else {
+		cands, _ = filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
+		cands = append(cands, "/usr/lib/faketime/libfaketime.so.1", "/usr/local/lib/faketime/libfaketime.so.1")
 	}
-	cands, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
-	cands = append(cands, "/usr/lib/faketime/libfaketime.so.1", "/usr/local/lib/faketime/libfaketime.so.1")
 	for _, p := range cands {
 		if _, err := os.Stat(p); err == nil {
 			return p
