@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
