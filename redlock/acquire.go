@@ -39,7 +39,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		// Others of this Locker already wait for key: queue behind them
 		// rather than spend an attempt that cannot win.
 		if w = l.hub.join(key); w != nil {
-			if err := l.await(ctx, w, b.NextBackOff()); err != nil {
+			if err := await(ctx, w, b.NextBackOff()); err != nil {
 				return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 			}
 		}
@@ -78,7 +78,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			// again soon, at a random point so as not to split them again.
 			wait = min(wait, time.Duration(mrand.Int64N(int64(2*time.Since(start))+1)))
 		}
-		if l.await(ctx, w, wait) != nil {
+		if await(ctx, w, wait) != nil {
 			return nil, ctxEnded(ctx, resource, last)
 		}
 	}
@@ -86,7 +86,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 
 // await sleeps until w is woken (w may be nil), wait has passed, or ctx
 // ends (its error).
-func (l *Locker) await(ctx context.Context, w *waiter, wait time.Duration) error {
+func await(ctx context.Context, w *waiter, wait time.Duration) error {
 	var wake <-chan struct{}
 	if w != nil {
 		wake = w.wake
@@ -127,14 +127,7 @@ func (l *Locker) standBack(ctx context.Context, key string) error {
 	if !ok || d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return await(ctx, nil, d)
 }
 
 // noteRelease records that key was released while others were listening

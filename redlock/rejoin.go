@@ -166,18 +166,28 @@ func (n *RedisNode) watchDials() {
 	}
 }
 
+// fresh returns the state last learned, if no connection was opened and
+// nothing went wrong since.
+func (r *rejoinState) fresh() (upState, bool) {
+	st := r.last.Load()
+	if st == nil || st.err != nil || st.dials != r.dials.Load() || r.stale.Load() {
+		return upState{}, false
+	}
+	return *st, true
+}
+
 func (n *RedisNode) dialCount() uint64 { return n.rejoin.dials.Load() }
 func (n *RedisNode) forget()           { n.rejoin.stale.Store(true) }
 
 func (n *RedisNode) upState(ctx context.Context) upState {
 	r := &n.rejoin
-	if st := r.last.Load(); st != nil && st.err == nil && st.dials == r.dials.Load() && !r.stale.Load() {
-		return *st
+	if st, ok := r.fresh(); ok {
+		return st
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if st := r.last.Load(); st != nil && st.err == nil && st.dials == r.dials.Load() && !r.stale.Load() {
-		return *st // learned by another caller meanwhile
+	if st, ok := r.fresh(); ok {
+		return st // learned by another caller meanwhile
 	}
 	r.stale.Store(false)
 	st := upState{checked: true, dials: r.dials.Load()}

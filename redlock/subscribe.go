@@ -105,7 +105,7 @@ func (s *redisSubscription) followPrimary(ctx context.Context) {
 		}
 		_ = ps.Close()
 		_ = sc.Close()
-		if !sleep(ctx, pause) {
+		if await(ctx, nil, pause) != nil {
 			return
 		}
 		pause = min(2*pause, time.Second)
@@ -146,7 +146,7 @@ func (s *redisSubscription) receive(ctx context.Context, onRelease func(key, id 
 			pause = 50 * time.Millisecond
 			s.deliver(ctx, onRelease)
 		}
-		if !sleep(ctx, pause) {
+		if await(ctx, nil, pause) != nil {
 			return
 		}
 		pause = min(2*pause, time.Second)
@@ -229,18 +229,6 @@ func (s *redisSubscription) dial(ctx context.Context) *redis.PubSub {
 		return cc.Subscribe(context.Background()) // fails on use; retried
 	}
 	return live.Subscribe(context.Background())
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // Watch records key as watched and subscribes to its release channel. A
