@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -40,17 +41,17 @@ func fastFailOptions(addr, password string, timeout time.Duration) *redis.Option
 	}
 }
 
-// clientSet tracks the clients handed out by a cluster or server so that
-// the test's cleanup can close them all.
-type clientSet struct {
+// clientSet tracks the clients (of type C) handed out by a cluster or
+// server so that the test's cleanup can close them all.
+type clientSet[C interface{ Close() error }] struct {
 	mu      sync.Mutex
-	clients []*redis.Client
+	clients []C
 	closed  bool
 }
 
 // add registers c for closing at cleanup. After cleanup, c is closed at
 // once, so nothing opened late outlives the test.
-func (s *clientSet) add(c *redis.Client) *redis.Client {
+func (s *clientSet[C]) add(c C) C {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -63,7 +64,7 @@ func (s *clientSet) add(c *redis.Client) *redis.Client {
 
 // closeAll closes every registered client. Errors are ignored: a client the
 // test closed itself reports redis.ErrClosed, which is fine.
-func (s *clientSet) closeAll() {
+func (s *clientSet[C]) closeAll() {
 	s.mu.Lock()
 	clients := s.clients
 	s.clients = nil
@@ -72,6 +73,13 @@ func (s *clientSet) closeAll() {
 	for _, c := range clients {
 		_ = c.Close()
 	}
+}
+
+// all returns the clients registered so far.
+func (s *clientSet[C]) all() []C {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.clients)
 }
 
 // newNode wraps c in a redlock node.

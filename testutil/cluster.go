@@ -49,9 +49,8 @@ type Cluster struct {
 	all      []*RedisServer          // every node, masters first
 	ids      map[*RedisServer]string // cluster node IDs, which survive restarts
 
-	mu      sync.Mutex // guards the roles recorded in shards, and clients
-	clients []*redis.ClusterClient
-	closed  bool
+	mu      sync.Mutex // guards the roles recorded in shards
+	clients clientSet[*redis.ClusterClient]
 }
 
 // clusterShard is one shard: its slot range and its servers, the first of
@@ -111,7 +110,7 @@ func startCluster(t testing.TB, bin string, o redisOptions, shards, replicas int
 		return nil, err
 	}
 	// Registered after the servers' own cleanups, so it runs before them.
-	t.Cleanup(c.closeClients)
+	t.Cleanup(c.clients.closeAll)
 
 	c.all = servers
 	for i := range shards {
@@ -519,33 +518,12 @@ func (c *Cluster) Client() *redis.ClusterClient {
 			Mode: maintnotifications.ModeDisabled,
 		},
 	})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		_ = cl.Close()
-		return cl
-	}
-	c.clients = append(c.clients, cl)
-	return cl
-}
-
-// closeClients is the cleanup of the clients Client handed out.
-func (c *Cluster) closeClients() {
-	c.mu.Lock()
-	clients := c.clients
-	c.clients, c.closed = nil, true
-	c.mu.Unlock()
-	for _, cl := range clients {
-		_ = cl.Close()
-	}
+	return c.clients.add(cl)
 }
 
 // reloadClients asks every client handed out to reload its slot map.
 func (c *Cluster) reloadClients(ctx context.Context) {
-	c.mu.Lock()
-	clients := slices.Clone(c.clients)
-	c.mu.Unlock()
-	for _, cl := range clients {
+	for _, cl := range c.clients.all() {
 		cl.ReloadState(ctx)
 	}
 }

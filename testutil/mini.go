@@ -30,7 +30,7 @@ const DefaultFailMessage = "ERR testutil: injected failure"
 // with FastForward.
 type MiniCluster struct {
 	servers []*miniServer
-	clients clientSet
+	clients clientSet[*redis.Client]
 }
 
 // miniServer is one node of a MiniCluster and the fault state the cluster

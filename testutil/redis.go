@@ -165,7 +165,7 @@ type RedisServer struct {
 	addr     string
 	tlsConf  *tls.Config // nil: plain TCP
 
-	clients clientSet
+	clients clientSet[*redis.Client]
 	admin   *redis.Client
 
 	mu     sync.Mutex
