@@ -10,47 +10,61 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Acquire waits until it holds a lease on resource or ctx ends. While the
-// lock is busy it waits for the holder's release to be announced by the
-// nodes (Notifier), queued in arrival order behind this Locker's other
-// waiters of the resource, and otherwise retries with Config.NewBackOff,
-// never sleeping past the holder's remaining TTL. When ctx ends first, the
-// error wraps ctx.Err() and describes the last attempt; it is never
-// reported as ErrNotAcquired.
+// Acquire waits until it holds a lease on resource or ctx ends. It is fair
+// (Config.QueueTTL): while the lock is busy, the caller holds a place in
+// the lock's wait queue on the nodes, in arrival order across every
+// process, and a release wakes only the head of the queue, which the nodes
+// keep the free lock for. It retries with Config.NewBackOff when no wake-up
+// comes, never sleeping past the holder's remaining TTL or the time the
+// head's place has left. When ctx ends first, the error wraps ctx.Err()
+// and describes the last attempt; it is never reported as ErrNotAcquired.
+// The caller's place is given up when Acquire returns without a lease.
 func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
 	key := l.Key(resource)
-	if err := l.standBack(ctx, key); err != nil {
-		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+	p := l.newPlace()
+	if p == nil {
+		// Without the nodes' queue, a caller that just released the lock
+		// lets the waiter it woke take it first.
+		if err := l.standBack(ctx, key); err != nil {
+			return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+		}
 	}
 	b := l.cfg.NewBackOff()
 	b.Reset()
 	var w *waiter
+	queued := false // whether p may stand in a node's queue
 	defer func() {
 		if w != nil {
 			l.hub.leave(key, w)
 		}
+		if queued {
+			l.leaveQueue(key, p, l.allIdxs(), nil)
+		}
 	}()
 	var last error // the last attempt's *AcquireError
 	began := time.Now()
-	if l.hub.queued(key) {
+	if p == nil && l.hub.queued(key) {
 		// Others of this Locker already wait for key: queue behind them
 		// rather than spend an attempt that cannot win.
-		if w = l.hub.join(key); w != nil {
+		if w = l.hub.join(key, ""); w != nil {
 			if err := await(ctx, w, b.NextBackOff()); err != nil {
 				return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 			}
 		}
 	}
+	syncs := 0 // attempts in a row made at once to agree on a ticket
 	for attempts := 1; ; attempts++ {
 		start := time.Now()
-		lease, err := l.attempt(ctx, resource)
+		lease, err := l.attempt(ctx, resource, p)
 		if err == nil {
+			queued = false // the attempt leaves the other nodes' queues
 			l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
 			return lease, nil
 		}
+		queued = p != nil
 		var ae *AcquireError
 		if !errors.As(err, &ae) {
 			if ctx.Err() != nil && last != nil {
@@ -62,9 +76,25 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		if ae.permanent {
 			return nil, err // waiting will not fix these nodes (finish)
 		}
+		if p != nil {
+			// Bring the highest ticket to every node: they then order this
+			// waiter alike. Nodes that gave different tickets are told at
+			// once (twice at most in a row; a node that keeps disagreeing
+			// is told on the next attempt).
+			p.ticket = max(p.ticket, ae.queue.hi)
+			if ae.queue.lo != ae.queue.hi && syncs < 2 {
+				syncs++
+				continue
+			}
+			syncs = 0
+		}
 
 		if w == nil {
-			w = l.hub.join(key)
+			id := ""
+			if p != nil {
+				id = p.id
+			}
+			w = l.hub.join(key, id)
 		}
 		wait := b.NextBackOff()
 		if wait == backoff.Stop {
@@ -72,6 +102,14 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		}
 		if ae.HolderTTL > 0 && ae.HolderTTL < wait {
 			wait = ae.HolderTTL
+		}
+		if p != nil {
+			// Renew the place in time, and try again when the head's place
+			// runs out (a waiter that died holds the lock up no longer).
+			wait = min(wait, p.ttl/3)
+			if ae.queue.headLeft > 0 {
+				wait = min(wait, ae.queue.headLeft+time.Millisecond)
+			}
 		}
 		if ae.Granted > 0 {
 			// Some nodes were free: other acquirers split the votes. Try
@@ -155,7 +193,7 @@ func (l *Locker) TryAcquire(ctx context.Context, resource string) (*Lease, error
 		return nil, err
 	}
 	start := time.Now()
-	lease, err := l.attempt(ctx, resource)
+	lease, err := l.attempt(ctx, resource, nil)
 	if err == nil {
 		l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
 	}

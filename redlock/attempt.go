@@ -10,8 +10,9 @@ import (
 	"github.com/e6344662/go-redlock/fencing"
 )
 
-// attempt makes one acquisition attempt (docs/design.md §5, §6, §7).
-func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
+// attempt makes one acquisition attempt (docs/design.md §5, §6, §7); with
+// a place, the caller queues on the nodes where it is not granted (§11.1).
+func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 	}
@@ -31,7 +32,7 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 
 	n := len(l.nodes)
 	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
-		return l.acquireOn(ctx, node, ls.key, ls.token)
+		return l.acquireOn(ctx, node, ls.key, ls.token, p)
 	})
 	// One allocation for the attempt's bookkeeping: the closure below
 	// captures only v.
@@ -99,6 +100,16 @@ func (l *Locker) attempt(ctx context.Context, resource string) (*Lease, error) {
 		<-l.cleanup(ls, append(v.granted, v.unsure...), v.answered)
 		return nil, ErrClosed
 	}
+	if p != nil && len(granted) < n {
+		// The place may still stand where the lock was not granted.
+		rest := make([]int, 0, n-len(granted))
+		for i := range l.nodes {
+			if !slices.Contains(granted, i) {
+				rest = append(rest, i)
+			}
+		}
+		l.leaveQueue(ls.key, p, rest, &ls.acquiring)
+	}
 	// Calls still pending keep running (bounded by NodeCallTimeout); the
 	// lease waits for them when it ends.
 	l.bg.Add(1) // until the lease ends
@@ -139,6 +150,7 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 			refusal += " (" + r.val.Reason + ")"
 		}
 		v.ae.Refused = append(v.ae.Refused, refusal)
+		v.ae.queue.add(r.val)
 		if strings.HasPrefix(r.val.Reason, rejoiningReason) {
 			v.ae.rejoining++
 		}

@@ -85,6 +85,20 @@ type Config struct {
 	// turns the check off; at most MaxLeaseDuration. Applies to RedisNode
 	// (other Node implementations are not checked).
 	RejoinDelay time.Duration
+	// QueueTTL is how long a waiting Acquire keeps its place in the lock's
+	// wait queue on the nodes without renewing it. Acquire is fair: a
+	// waiter takes a ticket on the nodes, a release wakes only the head of
+	// the queue, and a node grants a free lock only to the head while its
+	// ticket is alive, so waiters from any process take turns in arrival
+	// order instead of splitting the nodes' votes (docs/design.md, section
+	// 10.1). A waiter renews its place at least every QueueTTL/3; a waiter
+	// that dies holds up the lock for at most QueueTTL after its turn
+	// comes. TryAcquire never queues, and is refused while others wait.
+	// Defaults to LeaseDuration (or twice NodeCallTimeout if that is longer); must be at least twice NodeCallTimeout and
+	// at most MaxLeaseDuration; a negative value turns the queue off (waiters
+	// then race for a released lock, as with other Redlock clients).
+	// Applies to RedisNode (other Node implementations do not queue).
+	QueueTTL time.Duration
 	// Logger receives structured events: lease acquired, released and lost,
 	// and node failures. Tokens are never logged. Defaults to nil: silent.
 	Logger *slog.Logger
@@ -162,6 +176,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RejoinDelay > MaxLeaseDuration {
 		return c, fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, MaxLeaseDuration)
+	}
+	if c.QueueTTL == 0 {
+		c.QueueTTL = max(c.LeaseDuration, 2*c.NodeCallTimeout)
+	}
+	if c.QueueTTL > MaxLeaseDuration || (c.QueueTTL > 0 && c.QueueTTL < 2*c.NodeCallTimeout) {
+		return c, fmt.Errorf("%w: QueueTTL %s is outside [2 x NodeCallTimeout = %s, %s] (negative turns the queue off)", ErrInvalidConfig, c.QueueTTL, 2*c.NodeCallTimeout, MaxLeaseDuration)
 	}
 	if len(c.Owner) > MaxOwnerLen {
 		return c, fmt.Errorf("%w: Owner is %d bytes, over the limit of %d", ErrInvalidConfig, len(c.Owner), MaxOwnerLen)

@@ -102,6 +102,7 @@ type AcquireError struct {
 	kind      error
 	permanent bool // failures that waiting will not change rule out a majority (lasting)
 	rejoining int  // refusals of nodes within their rejoin delay
+	queue     queueView
 }
 
 // lasting looks through the node errors of an attempt that node failures

@@ -235,7 +235,9 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
 	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true)
-	if t.yes >= l.quorum {
+	if t.yes >= l.quorum && !l.fair {
+		// Without the nodes' queue, this Locker wakes its own next waiter
+		// (its own announcements then wake no one else) and stands back.
 		l.hub.released(ls.key, releaseID(ls.token))
 		if listeners > 0 {
 			l.noteRelease(ls.key, time.Since(start))

@@ -22,6 +22,7 @@ type Locker struct {
 	all      []int // 0..len(nodes)-1
 	quorum   int
 	seedStep string // seedStep(cfg)
+	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
 
 	mu     sync.Mutex
 	closed bool
@@ -61,6 +62,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	l := &Locker{
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
+		fair:     cfg.QueueTTL > 0 && canQueue(nodes),
 		nodes:    append([]Node(nil), nodes...),
 		quorum:   len(nodes)/2 + 1,
 		leases:   make(map[*Lease]struct{}),

@@ -46,12 +46,18 @@ type Grant struct {
 	// HolderTTL is the current holder's remaining time on this node (when not
 	// OK); negative when the lock key has no expiry.
 	HolderTTL time.Duration
-	// Reason says why the node refused when it was not because of a holder.
-	// RedisNode never sets it: a node that cannot grant (a read-only
-	// replica, a node out of memory) fails with an error wrapping
-	// ErrReadOnly or ErrNodeFull instead, so that the Locker can tell it
-	// from a busy lock.
+	// Reason says why the node refused when it was not because of a holder:
+	// RedisNode sets it when the lock is free but an earlier waiter is next
+	// in its wait queue. A node that cannot grant (a read-only replica, a
+	// node out of memory) fails with an error wrapping ErrReadOnly or
+	// ErrNodeFull instead, so that the Locker can tell it from a busy lock.
 	Reason string
+
+	// ticket is the caller's place in the lock's wait queue on this node
+	// (0: not queued); headLeft is how long the head's ticket has left
+	// (0: the caller is the head, or no queue).
+	ticket   int64
+	headLeft time.Duration
 }
 
 // LockInfo is the state of one resource on one node.

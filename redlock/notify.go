@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -37,11 +38,13 @@ type keyWait struct {
 }
 
 // heardRelease counts the nodes that announced one release; done is set
-// once it woke a waiter (or was this Locker's own release).
+// once it woke a waiter (or was this Locker's own release). heads are the
+// heads of the lock's wait queue the nodes named (Config.QueueTTL).
 type heardRelease struct {
 	id    string
 	nodes int
 	done  bool
+	heads []string
 }
 
 // maxHeard bounds the releases a keyWait remembers. Releases of one key
@@ -64,9 +67,11 @@ func (kw *keyWait) release(id string) *heardRelease {
 }
 
 // waiter is one Acquire call waiting for its turn; wake holds at most one
-// pending wake-up.
+// pending wake-up. id is its waiter id in the nodes' wait queue ("" when
+// it does not queue there).
 type waiter struct {
 	wake chan struct{}
+	id   string
 }
 
 // hubSub is one node's subscription and the keys it watches now.
@@ -76,9 +81,10 @@ type hubSub struct {
 	watching map[string]bool
 }
 
-// join queues a waiter for key; it returns nil when no node can announce
-// releases (the caller then relies on backoff alone).
-func (h *waitHub) join(key string) *waiter {
+// join queues a waiter for key, with its waiter id in the nodes' wait
+// queue ("" for none); it returns nil when no node can announce releases
+// (the caller then relies on backoff alone).
+func (h *waitHub) join(key, id string) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -102,7 +108,7 @@ func (h *waitHub) join(key string) *waiter {
 		h.keys[key] = kw
 		h.syncLocked(key)
 	}
-	w := &waiter{wake: make(chan struct{}, 1)}
+	w := &waiter{wake: make(chan struct{}, 1), id: id}
 	kw.queue = append(kw.queue, w)
 	return w
 }
@@ -111,7 +117,7 @@ func (h *waitHub) join(key string) *waiter {
 // of any of them wakes it. It returns nil when no node can announce
 // releases.
 func (h *waitHub) joinAll(keys []string) *waiter {
-	w := h.join(keys[0])
+	w := h.join(keys[0], "")
 	if w == nil {
 		return nil
 	}
@@ -193,30 +199,63 @@ func (h *waitHub) released(key, id string) {
 	kw.queue[0].signal()
 }
 
-// notify is called by the subscriptions for every announced release; once
-// a majority of nodes announced the same release, the first waiter in line
-// is woken, once per release.
+// notify is called by the subscriptions for every announcement msg of
+// key: "<release id>", or "<release id> <head>" when the lock has a wait
+// queue on the node. Once a majority of nodes announced the same release,
+// the waiters the nodes named as the head are woken, or, when none was
+// named, the first waiter in line; once per release.
 //
-// An empty id says that a node's announcements of key may have been missed
-// (its subscription was cut and is back): the first waiter tries again.
-func (h *waitHub) notify(key, id string) {
+// An empty msg says that a node's announcements of key may have been
+// missed (its subscription was cut and is back): the first waiter tries
+// again. A head announced by a waiter's leaving (an id starting with "~")
+// is woken at once: the node's lock was free, and a wasted attempt is the
+// worst a minority's word can cost.
+func (h *waitHub) notify(key, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kw := h.keys[key]
 	if kw == nil {
 		return
 	}
-	if id == "" {
+	id, head, _ := strings.Cut(msg, " ")
+	switch {
+	case id == "":
 		kw.queue[0].signal()
+		return
+	case strings.HasPrefix(id, leaveMark):
+		kw.wake([]string{head})
 		return
 	}
 	r := kw.release(id)
 	r.nodes++
-	if !r.done && r.nodes >= h.l.quorum {
+	added := head != "" && !slices.Contains(r.heads, head)
+	if added && len(r.heads) < maxHeard {
+		r.heads = append(r.heads, head)
+	}
+	switch {
+	case !r.done && r.nodes >= h.l.quorum:
 		r.done = true
-		kw.queue[0].signal()
+		if len(r.heads) == 0 {
+			kw.queue[0].signal()
+		} else {
+			kw.wake(r.heads)
+		}
+	case r.done && added:
+		kw.wake([]string{head}) // a node named another head: let it try too
 	}
 }
+
+// wake signals the waiters whose ids are in heads.
+func (kw *keyWait) wake(heads []string) {
+	for _, w := range kw.queue {
+		if w.id != "" && slices.Contains(heads, w.id) {
+			w.signal()
+		}
+	}
+}
+
+// leaveMark starts the id of a waiter's leaving in an announcement.
+const leaveMark = "~"
 
 // releaseID names one release in its announcements: the first 8 hex digits
 // of the released token, which Inspect shows anyway and which distinguish

@@ -108,7 +108,7 @@ func TestSubscriptionsForgetKeysWithoutWaiters(t *testing.T) {
 		resource := fmt.Sprintf("r%d", i)
 		held, err := l.TryAcquire(ctx, resource)
 		require.NoError(t, err)
-		w := l.hub.join(l.Key(resource))
+		w := l.hub.join(l.Key(resource), "")
 		require.NotNil(t, w)
 		require.NoError(t, held.Release(ctx))
 		l.hub.leave(l.Key(resource), w)

@@ -94,9 +94,13 @@ func (n *RedisNode) Close() error { return n.client.Close() }
 func fenceKey(key string) string       { return key + ":fence" }
 func releaseChannel(key string) string { return key + ":released" }
 
+// queueKeys are the lock's wait queue: the waiters' tickets and their
+// expiry times (docs/design.md, section 11.1).
+func queueKeys(key string) (tickets, expiries string) { return key + ":queue", key + ":queue:exp" }
+
 // Acquire implements Node.
 func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
-	return n.acquireAbove(ctx, key, token, owner, ttl, "", defaultSeedStep)
+	return n.acquireAbove(ctx, key, token, owner, ttl, "", defaultSeedStep, nil)
 }
 
 // defaultSeedStep is the granularity of a new fence counter's start (its
@@ -105,14 +109,29 @@ const defaultSeedStep = "1000000"
 
 // acquireAbove is Acquire that first raises an existing fence counter
 // below floor (a canonical decimal, or "" for none) to floor, and starts a
-// new counter at the node's clock rounded down to step microseconds.
-func (n *RedisNode) acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor, step string) (Grant, error) {
-	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key)},
-		token, owner, nodeTTL(ttl), floor, step).Result()
+// new counter at the node's clock rounded down to step microseconds. With
+// a place, the caller waits its turn in the lock's queue: a busy lock, or
+// a free one with an earlier waiter at the head, gives it (or keeps) a
+// ticket instead.
+func (n *RedisNode) acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error) {
+	qt, qe := queueKeys(key)
+	id, ticket, placeTTL := "", int64(0), int64(0)
+	if p != nil {
+		id, ticket, placeTTL = p.id, p.ticket, nodeTTL(p.ttl)
+	}
+	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key), qt, qe},
+		token, owner, nodeTTL(ttl), floor, step, id, ticket, placeTTL).Result()
 	if err != nil {
 		return Grant{}, scriptErr(err, token)
 	}
 	return parseGrant(reply)
+}
+
+// leaveQueue takes waiter id out of key's wait queue; when it was the head
+// of a free lock, the node announces the new head.
+func (n *RedisNode) leaveQueue(ctx context.Context, key, id string) error {
+	qt, qe := queueKeys(key)
+	return scripts.Leave.Run(ctx, n.client, []string{key, qt, qe}, id, releaseChannel(key), leaveMark+releaseID(id)).Err()
 }
 
 // nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
@@ -123,10 +142,11 @@ func nodeTTL(ttl time.Duration) int64 {
 }
 
 // parseGrant decodes the acquire script's reply {1, counter} (the counter a
-// decimal string, exact at any size) or {0, pttl}.
+// decimal string, exact at any size), {0, pttl}, or {0, pttl, ticket, ms}
+// from a lock with a wait queue.
 func parseGrant(reply any) (Grant, error) {
 	vals, ok := reply.([]any)
-	if !ok || len(vals) != 2 {
+	if !ok || (len(vals) != 2 && len(vals) != 4) {
 		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
 	flag, ok := vals[0].(int64)
@@ -135,7 +155,7 @@ func parseGrant(reply any) (Grant, error) {
 	}
 	switch v := vals[1].(type) {
 	case string:
-		if flag != 1 {
+		if flag != 1 || len(vals) != 2 {
 			break
 		}
 		c, err := fencing.ParseToken(v)
@@ -144,9 +164,23 @@ func parseGrant(reply any) (Grant, error) {
 		}
 		return Grant{OK: true, Counter: c}, nil
 	case int64:
-		if flag == 0 && v >= -2 {
-			return Grant{HolderTTL: pttl(v)}, nil
+		if flag != 0 || v < -2 {
+			break
 		}
+		g := Grant{HolderTTL: pttl(v)}
+		if len(vals) == 2 {
+			return g, nil
+		}
+		ticket, ok1 := vals[2].(int64)
+		left, ok2 := vals[3].(int64)
+		if !ok1 || !ok2 || ticket < 0 || left < 0 {
+			break
+		}
+		g.ticket, g.headLeft = ticket, time.Duration(left)*time.Millisecond
+		if v == 0 {
+			g.Reason = queuedReason
+		}
+		return g, nil
 	}
 	return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 }
@@ -284,7 +318,8 @@ func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error
 // releaseCounting is Release that also reports how many subscribers
 // (waiters, in any process) heard the announcement.
 func (n *RedisNode) releaseCounting(ctx context.Context, key, token string) (bool, int, error) {
-	v, err := scripts.Release.Run(ctx, n.client, []string{key}, token, releaseChannel(key), releaseID(token)).Int64()
+	qt, qe := queueKeys(key)
+	v, err := scripts.Release.Run(ctx, n.client, []string{key, qt, qe}, token, releaseChannel(key), releaseID(token)).Int64()
 	if err != nil {
 		return false, 0, scriptErr(err, token)
 	}

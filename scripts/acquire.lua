@@ -1,11 +1,19 @@
 -- acquire: take the lock if it is free and count a new holder.
--- KEYS[1] lock key, KEYS[2] fence key
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
+-- queue (queue.lua, docs/design.md section 11.1)
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds,
 -- ARGV[4] optional floor: a canonical decimal below which an existing
 -- counter is raised to it before the increment (after a restart that may
 -- have lost increments), or empty; ARGV[5] optional granularity of a new
--- counter's start, in microseconds
+-- counter's start, in microseconds; ARGV[6] the waiter id of a fair
+-- Acquire ("" for an attempt that does not queue), ARGV[7] its ticket (0
+-- for none yet), ARGV[8] how long its place lasts, in milliseconds
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
+-- When the lock has a queue or the caller queues, a refusal is {0, pttl,
+-- ticket, ms}: pttl 0 when the lock is free but an earlier waiter is next,
+-- the caller's ticket (0 when it does not queue), and how long the head's
+-- ticket has left (0 when the caller is the head). A free lock is granted
+-- only to the head of its live queue, or to anyone when the queue is empty.
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
@@ -31,15 +39,38 @@ if type(cur) == 'table' then
   if not string.find(cur.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(cur.err) end
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
-if cur then
-  if string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
-    return {1, fence}
+if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+  return {1, fence}
+end
+local wid = ARGV[6] or ''
+local dequeue = false
+if wid ~= '' or (KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1) then
+  local bad = q_bad(KEYS[3], KEYS[4])
+  if bad then
+    return redis.error_reply('WRONGTYPE redlock queue key ' .. bad .. ' holds data that is not a redlock queue')
   end
+  local now = q_now()
+  local head, left = q_head(KEYS[3], KEYS[4], now)
+  local ticket = 0
+  if wid ~= '' and (cur or (head and head ~= wid)) then
+    ticket = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now)
+    head, left = q_head(KEYS[3], KEYS[4], now)
+  end
+  if cur or (head and head ~= wid) then
+    if head == wid then left = 0 end
+    return {0, cur and redis.call('PTTL', KEYS[1]) or 0, ticket, left or 0}
+  end
+  dequeue = head ~= nil
+elseif cur then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 if fence == top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
+end
+if dequeue then
+  redis.call('ZREM', KEYS[3], wid)
+  redis.call('ZREM', KEYS[4], wid)
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
 local floor = ARGV[4]

@@ -29,26 +29,40 @@ var (
 	inspectSrc string
 	//go:embed fenced_write.lua
 	fencedWriteSrc string
+	//go:embed queue.lua
+	queueSrc string
+	//go:embed leave.lua
+	leaveSrc string
 )
 
 var (
-	// Acquire sets the lock if it is free and increments the fence counter:
-	// KEYS = lock, fence; ARGV = token, owner, ttl ms.
+	// Acquire sets the lock if it is free (and the caller is the head of
+	// its wait queue, if it has one) and increments the fence counter:
+	// KEYS = lock, fence, queue, queue expiries; ARGV = token, owner, ttl
+	// ms, floor, seed step, waiter id, ticket, ticket ttl ms.
 	// Replies {1, counter} when granted, the counter as a decimal string
 	// (exact beyond 2^53, unlike a Lua number), {0, pttl} when held by
-	// another, and a FENCEEXHAUSTED error, with nothing written, when the
-	// counter is at 2^63-1.
-	Acquire = redis.NewScript(acquireSrc)
+	// another, {0, pttl, ticket, head's ms left} when the lock has a queue,
+	// and a FENCEEXHAUSTED error, with nothing written, when the counter is
+	// at 2^63-1.
+	Acquire = redis.NewScript(queueSrc + acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence. Replies 1 when the caller holds the lock, else 0.
 	Fence = redis.NewScript(fenceSrc)
 	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
 	// Replies 1 when extended, 0 when not held by the token.
 	Renew = redis.NewScript(renewSrc)
-	// Release deletes the caller's own lock and, if ARGV[3] is "1",
-	// publishes on the release channel: KEYS = lock; ARGV = token, channel,
-	// announce. Replies 0 when not held, else 1 + the subscribers reached.
-	Release = redis.NewScript(releaseSrc)
+	// Release deletes the caller's own lock and, if ARGV[3] is not empty,
+	// publishes it (with the head of the wait queue) on the release
+	// channel: KEYS = lock, queue, queue expiries; ARGV = token, channel,
+	// announcement. Replies 0 when not held, else 1 + the subscribers
+	// reached.
+	Release = redis.NewScript(queueSrc + releaseSrc)
+	// Leave takes a waiter out of the wait queue, announcing the new head
+	// if the waiter was the head of a free lock: KEYS = lock, queue, queue
+	// expiries; ARGV = waiter id, channel, announcement id. Replies 1 when
+	// the waiter was queued, else 0.
+	Leave = redis.NewScript(queueSrc + leaveSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence.
 	// Replies {lock key type, value or nil, pttl, fence counter or nil}.
 	Inspect = redis.NewScript(inspectSrc)
@@ -60,4 +74,4 @@ var (
 
 // All lists every script, for preloading with SCRIPT LOAD and for checks
 // that a server accepts them.
-var All = []*redis.Script{Acquire, Fence, Renew, Release, Inspect, FencedWrite}
+var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Inspect, FencedWrite}

@@ -14,8 +14,9 @@ import (
 // the commands the scripts and the client send:
 //
 //   - EVALSHA, and EVAL for when the server's script cache is empty;
-//   - the commands the scripts call: GET, SET, INCR, PTTL, PEXPIRE, DEL,
-//     TYPE, PUBLISH;
+//   - the commands the scripts call: GET, SET, INCR, TIME, PTTL, PEXPIRE,
+//     DEL, TYPE, PUBLISH, and for the wait queue EXISTS, ZADD, ZREM,
+//     ZRANGE, ZRANGEBYSCORE, ZSCORE;
 //   - SUBSCRIBE and UNSUBSCRIBE, for waiters woken by releases, and PING
 //     (Dial's reachability check, idle pub/sub keep-alive);
 //   - what go-redis sends when it connects: HELLO (without it the client
@@ -34,6 +35,7 @@ func LockerACL(keyPrefix string) []string {
 		"-@all",
 		"+evalsha", "+eval",
 		"+get", "+set", "+incr", "+time", "+pttl", "+pexpire", "+del", "+type", "+publish",
+		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
 		"+subscribe", "+unsubscribe", "+ping",
 		"+info", // Dial reads run_id to catch one server listed twice
 	}

@@ -1,0 +1,84 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// place is a fair Acquire's place in a lock's wait queue on the nodes
+// (Config.QueueTTL, docs/design.md section 11.1): its waiter id, the
+// highest ticket the nodes gave it so far (0 before the first), which it
+// brings to every node on its next attempt so that all nodes order it
+// alike, and how long each node keeps the place without a renewal.
+type place struct {
+	id     string
+	ticket int64
+	ttl    time.Duration
+}
+
+// newPlace returns a new waiter's place, or nil when this Locker does not
+// queue (QueueTTL negative, or nodes that keep no queue).
+func (l *Locker) newPlace() *place {
+	if !l.fair {
+		return nil
+	}
+	return &place{id: newToken()[:16], ttl: l.cfg.QueueTTL}
+}
+
+// canQueue reports whether every node keeps a wait queue per lock.
+func canQueue(nodes []Node) bool {
+	for _, n := range nodes {
+		if _, ok := n.(rejoiner); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// leaveQueue takes p out of key's queue on the nodes idxs, in the
+// background, once the attempts still running have ended (a late attempt
+// would queue it again); each call is bounded by NodeCallTimeout. A node
+// where p was the head of a free lock announces the next head.
+func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending interface{ Wait() }) {
+	if p == nil || len(idxs) == 0 || !l.enter() {
+		return
+	}
+	go func() {
+		defer l.bg.Done()
+		if pending != nil {
+			pending.Wait()
+		}
+		l.yesNo(context.Background(), "leave", idxs, false, func(ctx context.Context, n Node) (bool, error) {
+			r, ok := n.(rejoiner)
+			if !ok {
+				return false, nil
+			}
+			return true, r.leaveQueue(ctx, key, p.id)
+		})
+	}()
+}
+
+// queueView is what one attempt's refusals said of the wait queue: the
+// tickets the nodes gave the caller, and the least time the head's ticket
+// had left on a node where the caller was not the head.
+type queueView struct {
+	lo, hi   int64 // lowest and highest ticket given; 0 when none
+	headLeft time.Duration
+}
+
+// add notes one node's refusal.
+func (q *queueView) add(g Grant) {
+	if g.ticket > 0 {
+		if q.lo == 0 || g.ticket < q.lo {
+			q.lo = g.ticket
+		}
+		q.hi = max(q.hi, g.ticket)
+	}
+	if g.headLeft > 0 && (q.headLeft == 0 || g.headLeft < q.headLeft) {
+		q.headLeft = g.headLeft
+	}
+}
+
+// queuedReason is a node's reason for refusing a free lock: the head of
+// its wait queue is another waiter.
+const queuedReason = "queued: another waiter is next"

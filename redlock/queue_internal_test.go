@@ -1,0 +1,137 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// queueNode is one miniredis server behind a RedisNode, its clock set by
+// hand (the scripts read it with TIME).
+type queueNode struct {
+	m    *miniredis.Miniredis
+	node *RedisNode
+}
+
+func newQueueNodes(t *testing.T, n int, now time.Time) []queueNode {
+	t.Helper()
+	nodes := make([]queueNode, n)
+	for i := range nodes {
+		m := miniredis.RunT(t)
+		m.SetTime(now)
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		nodes[i] = queueNode{m: m, node: NewRedisNode(c)}
+	}
+	return nodes
+}
+
+func (q queueNode) acquire(t *testing.T, key, token string, p *place) Grant {
+	t.Helper()
+	g, err := q.node.acquireAbove(context.Background(), key, token, "o", 10*time.Second, "", defaultSeedStep, p)
+	require.NoError(t, err)
+	return g
+}
+
+func (q queueNode) head(t *testing.T, key string) string {
+	t.Helper()
+	qt, _ := queueKeys(key)
+	ids, err := q.m.ZMembers(qt)
+	require.NoError(t, err)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0] // ZMembers lists by score, then member
+}
+
+// TestWaitersArrivingInDifferentOrdersConvergeOnOneHead: two waiters reach
+// two nodes in opposite orders, so each node gives them opposite tickets;
+// once each brings the highest ticket it was given, both nodes hold the
+// same tickets and name the same head, which alone is granted the free
+// lock, on both.
+func TestWaitersArrivingInDifferentOrdersConvergeOnOneHead(t *testing.T) {
+	const key = "redlock:{conv}"
+	nodes := newQueueNodes(t, 2, time.Unix(1_800_000_000, 0))
+	a, b := nodes[0], nodes[1]
+	x := &place{id: "1111111111111111", ttl: time.Minute}
+	y := &place{id: "0000000000000000", ttl: time.Minute}
+	for _, q := range nodes {
+		require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	}
+
+	// a sees x then y; b sees y then x.
+	ax, by := a.acquire(t, key, tokenX, x), b.acquire(t, key, tokenY, y)
+	ay, bx := a.acquire(t, key, tokenY, y), b.acquire(t, key, tokenX, x)
+	require.Equal(t, []int64{1, 2}, []int64{ax.ticket, bx.ticket})
+	require.Equal(t, []int64{1, 2}, []int64{by.ticket, ay.ticket})
+	require.NotEqual(t, a.head(t, key), b.head(t, key), "the nodes disagree before the tickets are brought back")
+
+	// Each brings its highest ticket to both nodes.
+	x.ticket, y.ticket = 2, 2
+	for _, q := range nodes {
+		require.EqualValues(t, 2, q.acquire(t, key, tokenX, x).ticket)
+		require.EqualValues(t, 2, q.acquire(t, key, tokenY, y).ticket)
+	}
+	require.Equal(t, y.id, a.head(t, key), "equal tickets: the lower id is first")
+	require.Equal(t, y.id, b.head(t, key))
+
+	// The holder leaves; x is refused on both (y is next), y is granted on both.
+	for _, q := range nodes {
+		ok, err := q.node.Release(context.Background(), key, tokenHolder)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	for _, q := range nodes {
+		g := q.acquire(t, key, tokenX, x)
+		require.False(t, g.OK)
+		require.Equal(t, queuedReason, g.Reason)
+		require.Zero(t, g.HolderTTL)
+		require.Equal(t, time.Minute, g.headLeft, "y's place has its whole TTL left")
+	}
+	for _, q := range nodes {
+		require.True(t, q.acquire(t, key, tokenY, y).OK)
+		require.Equal(t, x.id, q.head(t, key), "y left the queue when granted")
+	}
+}
+
+// TestAPlaceLapsesAfterItsTTL: a waiter that stops renewing its place is
+// passed over once the place's TTL has run out on the node's clock, and a
+// caller that does not queue is refused while a live place stands.
+func TestAPlaceLapsesAfterItsTTL(t *testing.T) {
+	const key = "redlock:{lapse}"
+	now := time.Unix(1_800_000_000, 0)
+	q := newQueueNodes(t, 1, now)[0]
+	dead := &place{id: "dddddddddddddddd", ttl: 500 * time.Millisecond}
+	live := &place{id: "eeeeeeeeeeeeeeee", ttl: time.Minute}
+	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	require.EqualValues(t, 1, q.acquire(t, key, tokenX, dead).ticket)
+	require.EqualValues(t, 2, q.acquire(t, key, tokenY, live).ticket)
+	ok, err := q.node.Release(context.Background(), key, tokenHolder)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	q.m.SetTime(now.Add(499 * time.Millisecond))
+	g := q.acquire(t, key, tokenY, live)
+	require.False(t, g.OK, "the head's place is still alive")
+	require.Equal(t, time.Millisecond, g.headLeft)
+	g = q.acquire(t, key, tokenZ, nil)
+	require.False(t, g.OK, "a caller that does not queue does not jump the queue")
+	require.Equal(t, queuedReason, g.Reason)
+
+	q.m.SetTime(now.Add(500 * time.Millisecond))
+	require.True(t, q.acquire(t, key, tokenY, live).OK, "the dead waiter's place lapsed")
+	qt, qe := queueKeys(key)
+	require.False(t, q.m.Exists(qt), "the queue is empty, and gone")
+	require.False(t, q.m.Exists(qe))
+}
+
+const (
+	tokenHolder = "11111111111111111111111111111111"
+	tokenX      = "22222222222222222222222222222222"
+	tokenY      = "33333333333333333333333333333333"
+	tokenZ      = "44444444444444444444444444444444"
+)

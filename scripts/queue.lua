@@ -1,0 +1,61 @@
+-- queue: the fair wait queue of one lock (docs/design.md, section 11.1),
+-- included at the top of the scripts that use it. Two sorted sets share
+-- the lock's hash tag: Q maps a waiter id to its ticket, E maps it to the
+-- time its ticket expires (milliseconds on this node's clock). The head of
+-- the queue is the live waiter with the lowest (ticket, id): the same
+-- order on every node that holds the same tickets.
+
+-- q_now is the node's clock in milliseconds.
+local function q_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- q_bad names the first of the queue keys that holds something other than
+-- a sorted set (someone else's data), or returns nil.
+local function q_bad(kq, ke)
+  for _, k in ipairs({kq, ke}) do
+    local t = redis.call('TYPE', k)['ok']
+    if t ~= 'none' and t ~= 'zset' then return k end
+  end
+  return nil
+end
+
+-- q_head drops expired tickets (and tickets without an expiry) and returns
+-- the head's id and the milliseconds its ticket has left, or nil.
+local function q_head(kq, ke, now)
+  local gone = redis.call('ZRANGEBYSCORE', ke, '-inf', now, 'LIMIT', 0, 100)
+  for _, id in ipairs(gone) do
+    redis.call('ZREM', kq, id)
+    redis.call('ZREM', ke, id)
+  end
+  for _ = 1, 100 do
+    local h = redis.call('ZRANGE', kq, 0, 0)
+    if #h == 0 then return nil end
+    local exp = tonumber(redis.call('ZSCORE', ke, h[1]))
+    if exp and exp > now then return h[1], exp - now end
+    redis.call('ZREM', kq, h[1])
+    redis.call('ZREM', ke, h[1])
+  end
+  return nil
+end
+
+-- q_join gives waiter id a place for ttl milliseconds and returns its
+-- ticket: the ticket it holds here or the one the client brings (t),
+-- whichever is higher; a newcomer without a ticket (t = 0) goes after the
+-- last waiter. Both keys live as long as their longest ticket.
+local function q_join(kq, ke, id, t, ttl, now)
+  local cur = tonumber(redis.call('ZSCORE', kq, id))
+  if cur then
+    t = math.max(cur, t)
+  elseif t <= 0 then
+    local last = redis.call('ZRANGE', kq, -1, -1, 'WITHSCORES')
+    t = (tonumber(last[2]) or 0) + 1
+  end
+  redis.call('ZADD', kq, t, id)
+  redis.call('ZADD', ke, now + ttl, id)
+  if redis.call('PTTL', kq) < ttl then redis.call('PEXPIRE', kq, ttl) end
+  if redis.call('PTTL', ke) < ttl then redis.call('PEXPIRE', ke, ttl) end
+  return t
+end
+
