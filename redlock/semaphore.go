@@ -23,10 +23,18 @@ const MaxSlots = 1024
 // granted by {1,2}, {1,3} and {2,3} fit every node's count and make 3.) A
 // slot's lease renews and ends like any lease; a holder that dies frees its
 // slot when its TTL expires. A Semaphore is safe for concurrent use.
+//
+// Waiting is fair when the Locker's wait queue is on (Config.QueueTTL):
+// callers pass one at a time through the semaphore's gate, a lock on
+// "R#gate" taken with Locker.Acquire, so they get slots in the order they
+// queued at the gate, across processes. The gate is held only while its
+// holder takes a slot (or waits for one); it costs two round trips per
+// acquisition.
 type Semaphore struct {
 	l        *Locker
 	resource string
 	slots    []string
+	gate     string // "" when the Locker does not queue
 }
 
 // NewSemaphore returns the semaphore of limit k on resource. Every process
@@ -47,7 +55,31 @@ func (l *Locker) NewSemaphore(resource string, k int) (*Semaphore, error) {
 			return nil, err
 		}
 	}
+	if l.fair {
+		s.gate = resource + "#gate"
+		if err := checkResource(s.gate); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// pass takes the semaphore's gate, waiting in its fair queue when wait is
+// set, and returns the function that gives it back; without a gate it
+// does nothing.
+func (s *Semaphore) pass(ctx context.Context, wait bool) (func(), error) {
+	if s.gate == "" {
+		return func() {}, nil
+	}
+	take := s.l.TryAcquire
+	if wait {
+		take = s.l.Acquire
+	}
+	g, err := take(ctx, s.gate)
+	if err != nil {
+		return nil, fmt.Errorf("redlock: semaphore %q: others are waiting: %w", s.resource, err)
+	}
+	return func() { _ = g.Release(context.WithoutCancel(ctx)) }, nil
 }
 
 // SlotResource is the resource name of slot i of the semaphore on
@@ -64,8 +96,19 @@ func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) 
 // the lease of the first it gets. When none is granted it returns an error
 // wrapping the last slot's *AcquireError (ErrNotAcquired when the slots are
 // taken, ErrNoQuorum when nodes failed), whose HolderTTL is the shortest
-// holder TTL seen.
+// holder TTL seen. It does not pass others waiting in Acquire: while the
+// gate is busy it is refused with the gate's *AcquireError.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+	done, err := s.pass(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return s.trySlots(ctx)
+}
+
+// trySlots is TryAcquire past the gate.
+func (s *Semaphore) trySlots(ctx context.Context) (*Lease, error) {
 	var last *AcquireError
 	shortest := time.Duration(0)
 	for _, i := range rand.Perm(len(s.slots)) {
@@ -90,10 +133,16 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 
 // Acquire waits for a free slot and returns its lease, or an error when
 // ctx ends (wrapping ctx.Err(), never ErrNotAcquired) or the nodes cannot
-// grant at all. A waiter is woken by the release of any slot (announced by
-// a majority of nodes), as a mutex's waiter is, and otherwise retries after
-// the Locker's backoff, never later than the shortest holder TTL seen.
+// grant at all. Callers wait their turn at the gate in arrival order (see
+// Semaphore); the one at the gate is woken by the release of any slot
+// (announced by a majority of nodes), and otherwise retries after the
+// Locker's backoff, never later than the shortest holder TTL seen.
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+	done, err := s.pass(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	b := s.l.cfg.NewBackOff()
 	b.Reset()
 	keys := make([]string, len(s.slots))
@@ -107,7 +156,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 		}
 	}()
 	for {
-		lease, err := s.TryAcquire(ctx)
+		lease, err := s.trySlots(ctx)
 		if err == nil {
 			return lease, nil
 		}

@@ -29,6 +29,8 @@ type globals struct {
 	timeout  time.Duration
 	rejoin   time.Duration // 0 unless set: the default (the ttl)
 	noRejoin bool          // --rejoin-delay 0
+	queueTTL time.Duration // 0 unless set: the default (the ttl)
+	noQueue  bool          // --queue-ttl 0
 	owner    string
 	json     bool
 }
@@ -40,6 +42,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
 	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
 	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that restarted without appendfsync always out of the quorum for this long; 0 turns it off (default the ttl)")
+	fs.DurationVar(&g.queueTTL, "queue-ttl", 0, "how long a waiter's place in the lock's fair wait queue lasts without renewal (a waiter that dies holds the lock up at most this long); 0 turns the queue off (default the ttl)")
 	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
 	fs.BoolVar(&g.json, "json", false, "print one JSON object per result on stdout")
 }
@@ -61,6 +64,13 @@ func (g *globals) validate(fs *pflag.FlagSet) error {
 		return usageErrorf("--rejoin-delay must be 0 (off) or a positive duration, got %s", g.rejoin)
 	}
 	g.noRejoin = fs.Changed("rejoin-delay") && g.rejoin == 0
+	if fs.Changed("queue-ttl") && g.queueTTL < 0 {
+		return usageErrorf("--queue-ttl must be 0 (off) or a positive duration, got %s", g.queueTTL)
+	}
+	if g.queueTTL > 0 && g.queueTTL < 2*g.callTimeout() {
+		return usageErrorf("--queue-ttl %s must be at least twice the node call timeout (%s)", g.queueTTL, g.callTimeout())
+	}
+	g.noQueue = fs.Changed("queue-ttl") && g.queueTTL == 0
 	if g.prefix == "" {
 		return usageErrorf("--prefix must not be empty")
 	}
@@ -90,6 +100,11 @@ func (g *globals) config() redlock.Config {
 		cfg.RejoinDelay = -1 // off
 	} else {
 		cfg.RejoinDelay = g.rejoin // 0: the ttl
+	}
+	if g.noQueue {
+		cfg.QueueTTL = -1 // off
+	} else {
+		cfg.QueueTTL = g.queueTTL // 0: the ttl
 	}
 	return cfg
 }

@@ -1,0 +1,259 @@
+package redlock_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// processLocker is a Locker with connections of its own, as in another
+// process: its waiters share nothing with other Lockers but the nodes.
+func processLocker(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config) *redlock.Locker {
+	t.Helper()
+	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	return newLocker(t, nodes, cfg)
+}
+
+// placesOn counts the places in key's wait queue on every node.
+func placesOn(t *testing.T, c *testutil.RedisCluster, key string) []int64 {
+	t.Helper()
+	n := make([]int64, c.Len())
+	for i, s := range c.Servers() {
+		v, err := s.Client().ZCard(testutil.Context(t), key+":queue").Result()
+		require.NoError(t, err)
+		n[i] = v
+	}
+	return n
+}
+
+// TestFairAcquireServesWaitersInArrivalOrder: five Lockers with their own
+// connections (five processes, for the nodes) wait for a held lock, each
+// arriving once the one before has its place on every node. After the
+// release they get the lock in arrival order, each with at most two
+// attempts (the one that queued it, the one that took the lock), however
+// long the backoff: the release wakes only the head.
+func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	const resource = "fifo"
+	cfg := redlock.Config{
+		LeaseDuration: 10 * time.Second,
+		NewBackOff:    func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) },
+	}
+	holder := processLocker(t, c, cfg)
+	lease, err := holder.Acquire(testutil.Context(t), resource)
+	require.NoError(t, err)
+	key := holder.Key(resource)
+
+	const waiters = 5
+	var mu sync.Mutex
+	var order []int
+	attempts := make([]atomic.Int64, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wcfg := cfg
+		wcfg.Observer = redlock.ObserverFunc(func(e redlock.Event) {
+			if e.Kind == redlock.EventAttempt {
+				attempts[i].Add(1)
+			}
+		})
+		l := processLocker(t, c, wcfg)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ls, err := l.Acquire(testutil.Context(t), resource)
+			if !assertNoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond) // hold it a moment
+			assertNoError(t, ls.Release(context.Background()))
+		}()
+		want := make([]int64, c.Len())
+		for j := range want {
+			want[j] = int64(i + 1)
+		}
+		require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), want) },
+			10*time.Second, 5*time.Millisecond, "waiter %d never queued on every node", i)
+	}
+	require.NoError(t, lease.Release(testutil.Context(t)))
+	wg.Wait()
+	require.Equal(t, []int{0, 1, 2, 3, 4}, order)
+	for i := range attempts {
+		require.LessOrEqual(t, attempts[i].Load(), int64(2), "waiter %d", i)
+	}
+	require.Equal(t, []int64{0, 0, 0}, placesOn(t, c, key), "no place is left behind")
+}
+
+// TestADeadWaiterHoldsTheLockUpAtMostItsQueueTTL: a waiter that took its
+// place and died (it never renews it, never leaves) is the head when the
+// lock is released. The next waiter gets the lock once the dead waiter's
+// place has lapsed: not before (the nodes keep the free lock for the
+// head), and soon after (it is told how long the head's place has left).
+func TestADeadWaiterHoldsTheLockUpAtMostItsQueueTTL(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	const resource = "dead-waiter"
+	const queueTTL = time.Second
+	cfg := redlock.Config{
+		LeaseDuration:   10 * time.Second,
+		NodeCallTimeout: 200 * time.Millisecond,
+		QueueTTL:        queueTTL,
+		NewBackOff:      func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) },
+	}
+	holder := processLocker(t, c, cfg)
+	lease, err := holder.Acquire(testutil.Context(t), resource)
+	require.NoError(t, err)
+	key := holder.Key(resource)
+
+	// The dead waiter: a place taken by the acquire script, as a waiting
+	// Acquire takes it, on every node; then nothing.
+	ctx := testutil.Context(t)
+	placed := time.Now()
+	for _, s := range c.Servers() {
+		reply, err := scripts.Acquire.Run(ctx, s.Client(), []string{key, key + ":fence", key + ":queue", key + ":queue:exp"},
+			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "", "1", "00000000deadbeef", 0, queueTTL.Milliseconds()).Slice()
+		require.NoError(t, err)
+		require.EqualValues(t, 0, reply[0], "the lock is held: the dead waiter queues")
+	}
+
+	live := processLocker(t, c, cfg)
+	got := make(chan time.Time, 1)
+	go func() {
+		ls, err := live.Acquire(testutil.Context(t), resource)
+		if assertNoError(t, err) {
+			got <- time.Now()
+			assertNoError(t, ls.Release(context.Background()))
+		}
+	}()
+	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{2, 2, 2}) },
+		5*time.Second, 5*time.Millisecond, "the live waiter never queued")
+	require.NoError(t, lease.Release(ctx))
+
+	select {
+	case at := <-got:
+		waited := at.Sub(placed)
+		t.Logf("lock taken %s after the dead waiter's place was taken (QueueTTL %s)", waited.Round(time.Millisecond), queueTTL)
+		require.GreaterOrEqual(t, waited, queueTTL-50*time.Millisecond, "the lock went past the head while its place was alive")
+		require.Less(t, waited, queueTTL+time.Second, "the dead waiter held the lock up past its QueueTTL")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the live waiter never got the lock")
+	}
+}
+
+// TestTryAcquireDoesNotJumpTheQueue: a free lock with a live waiter queued
+// is refused to TryAcquire, with the nodes' reason; with the queue off,
+// waiters do not queue on the nodes.
+func TestTryAcquireDoesNotJumpTheQueue(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	const resource = "no-jumping"
+	cfg := redlock.Config{
+		LeaseDuration: 10 * time.Second,
+		NewBackOff:    func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) },
+	}
+	a, b := processLocker(t, c, cfg), processLocker(t, c, cfg)
+	_, err := a.Acquire(testutil.Context(t), resource) // deleted by hand below
+	require.NoError(t, err)
+	key := a.Key(resource)
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, resource) // the lease is Closed with b
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{1, 1, 1}) },
+		5*time.Second, 5*time.Millisecond)
+
+	// Freed by hand, without an announcement: b is not woken, and keeps its place.
+	for _, s := range c.Servers() {
+		require.NoError(t, s.Client().Del(ctx, key).Err())
+	}
+	_, err = a.TryAcquire(testutil.Context(t), resource)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, "queued: another waiter is next")
+
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{0, 0, 0}) },
+		5*time.Second, 5*time.Millisecond, "a waiter whose Acquire ended leaves the queue")
+	l2, err := a.TryAcquire(testutil.Context(t), resource)
+	require.NoError(t, err)
+	require.NoError(t, l2.Release(testutil.Context(t)))
+
+	off := processLocker(t, c, redlock.Config{LeaseDuration: 10 * time.Second, QueueTTL: -1,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(50 * time.Millisecond) }})
+	held, err := a.Acquire(testutil.Context(t), resource)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(testutil.Context(t), 300*time.Millisecond)
+	defer wcancel()
+	_, err = off.Acquire(wctx, resource)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, []int64{0, 0, 0}, placesOn(t, c, key), "QueueTTL < 0: no places")
+	require.NoError(t, held.Release(testutil.Context(t)))
+}
+
+// TestSemaphoreWaitersPassTheGateInArrivalOrder: with both slots of a
+// semaphore of 2 held, four Lockers with their own connections wait in
+// turn, each arriving once the one before is at the gate (holding it, or
+// queued for it on every node). As the slots are freed they get them in
+// arrival order.
+func TestSemaphoreWaitersPassTheGateInArrivalOrder(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	cfg := redlock.Config{
+		LeaseDuration: 10 * time.Second,
+		NewBackOff:    func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) },
+	}
+	holder := processLocker(t, c, cfg)
+	sem, err := holder.NewSemaphore("fair-pool", 2)
+	require.NoError(t, err)
+	held := make([]*redlock.Lease, 2)
+	for i := range held {
+		held[i], err = sem.TryAcquire(testutil.Context(t))
+		require.NoError(t, err)
+	}
+	gate := holder.Key("fair-pool#gate")
+
+	const waiters = 4
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		l := processLocker(t, c, cfg)
+		s, err := l.NewSemaphore("fair-pool", 2)
+		require.NoError(t, err)
+		wg.Go(func() {
+			ls, err := s.Acquire(testutil.Context(t))
+			if !assertNoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			assertNoError(t, ls.Release(context.Background()))
+		})
+		// The first waiter holds the gate; the others queue for it.
+		want := []int64{int64(i), int64(i), int64(i)}
+		require.Eventually(t, func() bool {
+			st, err := holder.Inspect(testutil.Context(t), "fair-pool#gate")
+			return err == nil && st.State == redlock.Held && slices.Equal(placesOn(t, c, gate), want)
+		}, 10*time.Second, 5*time.Millisecond, "waiter %d never reached the gate", i)
+	}
+	for _, ls := range held {
+		require.NoError(t, ls.Release(testutil.Context(t)))
+	}
+	wg.Wait()
+	require.Equal(t, []int{0, 1, 2, 3}, order)
+}
