@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,6 +475,10 @@ func BenchmarkHotKeyProcesses(b *testing.B) {
 	}
 }
 
+// semOps counts BenchmarkSemaphoreProcesses's ops, to alternate which of
+// the two runs goes first.
+var semOps atomic.Int64
+
 // BenchmarkSemaphoreProcesses compares redlock's Semaphore of K=4 slots
 // with its mutex (Locker.Acquire on one key), both contended by 16 workers
 // in 4 processes (one Locker per process), each holder keeping what it got
@@ -487,7 +492,7 @@ func BenchmarkSemaphoreProcesses(b *testing.B) {
 	c := startServers(b, n)
 	b.Run(fmt.Sprintf("procs=%d/workers=%d/K=%d", procs, procs*workersPerProc, k), func(b *testing.B) {
 		order := []string{"mutex", "semaphore"}
-		if round.Add(1)%2 == 0 {
+		if semOps.Add(1)%2 == 0 {
 			slices.Reverse(order)
 		}
 		runs := map[string]procResult{}
