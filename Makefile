@@ -104,7 +104,7 @@ bench-plot:
 # key across 2 and 4 OS processes of 4 workers each, redlock and redsync,
 # and redlock's semaphore of 4 slots against its mutex, 16 workers in 4
 # processes. One op is -bench.procdur (5s) of contention. Needs
-# redis-server; ~4 min. Raw output and benchstat tables go to bench/results/.
+# redis-server; ~3 min. Raw output and benchstat tables go to bench/results/.
 BENCH_PROCS_COUNT ?= 6
 
 .PHONY: bench-procs
