@@ -99,3 +99,19 @@ bench:
 bench-plot:
 	mkdir -p bench/results
 	cd bench && $(GO) run ./cmd/handoffplot -duration 15s -csv results -out ../docs/handoff.png | tee results/handoffplot.txt
+
+# Cross-process contention (bench/procs_test.go, see bench/doc.go): the hot
+# key across 2 and 4 OS processes of 4 workers each, redlock and redsync,
+# and redlock's semaphore of 4 slots against its mutex, 16 workers in 4
+# processes. One op is -bench.procdur (5s) of contention. Needs
+# redis-server; ~3 min. Raw output and benchstat tables go to bench/results/.
+BENCH_PROCS_COUNT ?= 6
+
+.PHONY: bench-procs
+bench-procs: SHELL := /bin/bash
+bench-procs: .SHELLFLAGS := -o pipefail -c
+bench-procs:
+	mkdir -p bench/results
+	cd bench && REDLOCK_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^Benchmark(HotKey|Semaphore)Processes$$' -benchtime 1x -count $(BENCH_PROCS_COUNT) -timeout 30m . $(BENCH_FLAGS) | tee results/raw-procs.txt
+	cd bench && $(BENCHSTAT) -filter '.name:HotKeyProcesses' -col '/impl@(redsync redlock)' results/raw-procs.txt | tee results/benchstat-procs.txt
+	cd bench && $(BENCHSTAT) -filter '.name:SemaphoreProcesses' results/raw-procs.txt | tee results/benchstat-semaphore.txt

@@ -153,6 +153,80 @@ func (w *redlockWorker) Release(ctx context.Context) error {
 	return ls.Release(ctx)
 }
 
+// Holder is implemented by workers that can name the lock they hold, when
+// that is not simply the key given to Acquire (a semaphore's slot).
+type Holder interface {
+	// Held returns the resource of the lock taken by the last successful
+	// Acquire.
+	Held() string
+}
+
+// RedlockSemaphore is this repository's Semaphore of k slots, on one Locker
+// shared by every worker: Locker.NewSemaphore(key, k) once per key, then
+// Semaphore.Acquire (waiting, woken by the release of any slot) and
+// Lease.Release. Attempts counts attempts at single slots, from the
+// Locker's Observer as for Redlock in Wait mode.
+func RedlockSemaphore(name string, nodes []redlock.Node, k int) (*Impl, error) {
+	var attempts atomic.Int64
+	l, err := redlock.New(nodes, redlock.Config{
+		LeaseDuration: LeaseDuration,
+		RejoinDelay:   -1, // fresh servers, as for Redlock
+		Observer: redlock.ObserverFunc(func(e redlock.Event) {
+			if e.Kind == redlock.EventAttempt {
+				attempts.Add(1)
+			}
+		}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu   sync.Mutex
+		sems = map[string]*redlock.Semaphore{}
+	)
+	semaphore := func(key string) (*redlock.Semaphore, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s, ok := sems[key]; ok {
+			return s, nil
+		}
+		s, err := l.NewSemaphore(key, k)
+		if err != nil {
+			return nil, err
+		}
+		sems[key] = s
+		return s, nil
+	}
+	return &Impl{
+		Name:      name,
+		NewWorker: func() Worker { return &semaphoreWorker{semaphore: semaphore} },
+		Close:     l.Close,
+		Attempts:  attempts.Load,
+	}, nil
+}
+
+type semaphoreWorker struct {
+	semaphore func(key string) (*redlock.Semaphore, error)
+	lease     *redlock.Lease
+}
+
+func (w *semaphoreWorker) Acquire(ctx context.Context, key string) error {
+	s, err := w.semaphore(key)
+	if err != nil {
+		return err
+	}
+	w.lease, err = s.Acquire(ctx)
+	return err
+}
+
+func (w *semaphoreWorker) Release(ctx context.Context) error {
+	ls := w.lease
+	w.lease = nil
+	return ls.Release(ctx)
+}
+
+func (w *semaphoreWorker) Held() string { return w.lease.Resource() }
+
 // RedsyncOptions are the redsync settings of one benchmark.
 type RedsyncOptions struct {
 	// Tries is redsync's WithTries; 1 for a single attempt.
