@@ -56,10 +56,9 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		}
 	}
 	syncs := 0 // attempts in a row made at once to agree on a ticket
-	renew := p // nil after an attempt that reached no majority
 	for attempts := 1; ; attempts++ {
 		start := time.Now()
-		lease, err := l.attempt(ctx, resource, renew)
+		lease, err := l.attempt(ctx, resource, p)
 		if err == nil {
 			queued = false // the attempt leaves the other nodes' queues
 			l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
@@ -76,12 +75,6 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		last = err
 		if ae.permanent {
 			return nil, err // waiting will not fix these nodes (finish)
-		}
-		// A waiter that reaches no majority cannot take the lock: it lets
-		// its places lapse rather than head the queue of a minority.
-		renew = p
-		if errors.Is(err, ErrNoQuorum) {
-			renew = nil
 		}
 		if p != nil {
 			// Bring the highest ticket to every node: they then order this

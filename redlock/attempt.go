@@ -29,6 +29,12 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	// after success does not cut short calls still pending; each fan-out
 	// bounds them by NodeCallTimeout, which is below the validity.
 	opCtx := context.WithoutCancel(ctx)
+	if p != nil {
+		// Calls may outlive the attempt, and the caller updates its place
+		// for the next one: they read a copy.
+		c := *p
+		p = &c
+	}
 
 	n := len(l.nodes)
 	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {

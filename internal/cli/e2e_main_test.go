@@ -171,6 +171,9 @@ func childMain(mode string) int {
 		time.Sleep(d)
 		write("end %d %s", time.Now().UnixNano(), fence)
 		return 0
+	case "tag":
+		write("%s %s", os.Getenv("REDLOCK_E2E_TAG"), fence)
+		return 0
 	case "slot":
 		d, _ := time.ParseDuration(os.Getenv("REDLOCK_E2E_SLEEP"))
 		write("start %d %s", time.Now().UnixNano(), os.Getenv(envResource))

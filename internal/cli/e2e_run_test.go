@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -308,4 +310,65 @@ func TestE2ERunSemaphore(t *testing.T) {
 		require.Equal(t, "held", st["state"])
 	}
 	requireCode(t, cli(t, env, "run", "encoders", "-n", "0", "--", testBin), exitUsage, "-n must be between 1 and")
+}
+
+// TestE2ERunWaitersTakeTurnsInArrivalOrder: four `run --wait` processes
+// wait for a lock held by `acquire`, each started once the one before has
+// its place in the lock's wait queue on every node. After `release` they
+// run one after the other in the order they were started, with growing
+// fencing tokens: the queue is FIFO across processes.
+func TestE2ERunWaitersTakeTurnsInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "turns")
+	r := cli(t, env, "acquire", "turns", "--ttl", "30s", "--json")
+	requireCode(t, r, exitOK, "")
+	token, _ := decode(t, r)["token"].(string)
+	require.NotEmpty(t, token)
+
+	const procs = 4
+	type run struct {
+		cmd            *exec.Cmd
+		stdout, stderr bytes.Buffer
+		start          time.Time
+	}
+	runs := make([]*run, procs)
+	for i := range runs {
+		rn := &run{cmd: cliCommand(t, append(env, childEnv("tag", out, fmt.Sprintf("REDLOCK_E2E_TAG=%d", i))...),
+			"run", "turns", "--wait", "25s", "--", testBin)}
+		rn.cmd.Stdout, rn.cmd.Stderr = &rn.stdout, &rn.stderr
+		rn.start = time.Now()
+		require.NoError(t, rn.cmd.Start())
+		runs[i] = rn
+		waitFor(t, 10*time.Second, fmt.Sprintf("run %d queued on every node", i), func() bool {
+			for _, s := range c.Servers() {
+				n, err := s.Client().ZCard(context.Background(), "redlock:{turns}:queue").Result()
+				if err != nil || n != int64(i+1) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	r = cli(t, env, "release", "turns", "--token", token)
+	requireCode(t, r, exitOK, "")
+	for _, rn := range runs {
+		requireCode(t, waitCLI(t, rn.cmd, &rn.stdout, &rn.stderr, rn.start), exitOK, "")
+	}
+
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, procs)
+	var last uint64
+	for i, line := range lines {
+		var tag int
+		var fence uint64
+		_, err := fmt.Sscanf(line, "%d %d", &tag, &fence)
+		require.NoError(t, err, line)
+		require.Equal(t, i, tag, "run %d went in turn %d: %q", tag, i, lines)
+		require.Greater(t, fence, last)
+		last = fence
+	}
 }
