@@ -113,5 +113,5 @@ bench-procs: .SHELLFLAGS := -o pipefail -c
 bench-procs:
 	mkdir -p bench/results
 	cd bench && REDLOCK_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench '^Benchmark(HotKey|Semaphore)Processes$$' -benchtime 1x -count $(BENCH_PROCS_COUNT) -timeout 30m . $(BENCH_FLAGS) | tee results/raw-procs.txt
-	cd bench && $(BENCHSTAT) -filter '.name:HotKeyProcesses' -col '/impl@(redsync redlock)' results/raw-procs.txt | tee results/benchstat-procs.txt
+	cd bench && $(BENCHSTAT) -filter '.name:HotKeyProcesses' -col '/impl@(redsync redlock redlock-noqueue)' results/raw-procs.txt | tee results/benchstat-procs.txt
 	cd bench && $(BENCHSTAT) -filter '.name:SemaphoreProcesses' results/raw-procs.txt | tee results/benchstat-semaphore.txt

@@ -123,6 +123,8 @@ func runChild(spec childSpec) error {
 	switch spec.Impl {
 	case "redlock":
 		impl, err = impls.Redlock("redlock", nodes, impls.Wait, true)
+	case "redlock-noqueue":
+		impl, err = impls.Redlock("redlock-noqueue", nodes, impls.Wait, true, func(c *redlock.Config) { c.QueueTTL = -1 })
 	case "redsync":
 		impl = impls.Redsync("redsync", clients, impls.RedsyncOptions{Tries: 1 << 30})
 	case "semaphore":
@@ -443,7 +445,7 @@ func BenchmarkHotKeyProcesses(b *testing.B) {
 	const n, workersPerProc = 3, 4
 	c := startServers(b, n)
 	for _, procs := range []int{2, 4} {
-		for _, impl := range []string{"redlock", "redsync"} {
+		for _, impl := range []string{"redlock", "redsync", "redlock-noqueue"} {
 			b.Run(fmt.Sprintf("procs=%d/impl=%s", procs, impl), func(b *testing.B) {
 				r := runProcs(b, childSpec{
 					Addrs:    c.Addrs(),

@@ -37,8 +37,9 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	}
 
 	n := len(l.nodes)
+	keys := acquireKeys(ls.key)
 	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
-		return l.acquireOn(ctx, node, ls.key, ls.token, p)
+		return l.acquireOn(ctx, node, keys, ls.token, p)
 	})
 	// One allocation for the attempt's bookkeeping: the closure below
 	// captures only v.

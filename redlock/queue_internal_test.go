@@ -32,7 +32,7 @@ func newQueueNodes(t *testing.T, n int, now time.Time) []queueNode {
 
 func (q queueNode) acquire(t *testing.T, key, token string, p *place) Grant {
 	t.Helper()
-	g, err := q.node.acquireAbove(context.Background(), key, token, "o", 10*time.Second, "", defaultSeedStep, p)
+	g, err := q.node.acquireAbove(context.Background(), acquireKeys(key), token, "o", 10*time.Second, "", defaultSeedStep, p)
 	require.NoError(t, err)
 	return g
 }

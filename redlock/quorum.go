@@ -162,18 +162,19 @@ func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) 
 // heard the announcement (RedisNode); the Locker's fairness heuristic
 // (noteRelease) uses it.
 type releaseCounter interface {
-	releaseCounting(ctx context.Context, key, token string) (released bool, listeners int, err error)
+	releaseCounting(ctx context.Context, keys []string, token string) (released bool, listeners int, err error)
 }
 
 // releaseOn is releaseAll on the nodes with the given indexes.
 func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool) (tally, int) {
 	var heard atomic.Int64
+	keys := releaseKeys(key)
 	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
 		rn, ok := n.(releaseCounter)
 		if !ok {
 			return n.Release(ctx, key, token)
 		}
-		released, listeners, err := rn.releaseCounting(ctx, key, token)
+		released, listeners, err := rn.releaseCounting(ctx, keys, token)
 		for {
 			old := heard.Load()
 			if int64(listeners) <= old || heard.CompareAndSwap(old, int64(listeners)) {

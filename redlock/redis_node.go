@@ -98,9 +98,22 @@ func releaseChannel(key string) string { return key + ":released" }
 // expiry times (docs/design.md, section 11.1).
 func queueKeys(key string) (tickets, expiries string) { return key + ":queue", key + ":queue:exp" }
 
+// acquireKeys are the acquire script's keys for lock key: lock, fence,
+// queue, queue expiries. Built once per attempt and shared by its calls.
+func acquireKeys(key string) []string {
+	qt, qe := queueKeys(key)
+	return []string{key, fenceKey(key), qt, qe}
+}
+
+// releaseKeys are the release script's keys: lock, queue, queue expiries.
+func releaseKeys(key string) []string {
+	qt, qe := queueKeys(key)
+	return []string{key, qt, qe}
+}
+
 // Acquire implements Node.
 func (n *RedisNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error) {
-	return n.acquireAbove(ctx, key, token, owner, ttl, "", defaultSeedStep, nil)
+	return n.acquireAbove(ctx, acquireKeys(key), token, owner, ttl, "", defaultSeedStep, nil)
 }
 
 // defaultSeedStep is the granularity of a new fence counter's start (its
@@ -113,14 +126,14 @@ const defaultSeedStep = "1000000"
 // a place, the caller waits its turn in the lock's queue: a busy lock, or
 // a free one with an earlier waiter at the head, gives it (or keeps) a
 // ticket instead.
-func (n *RedisNode) acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error) {
-	qt, qe := queueKeys(key)
-	id, ticket, placeTTL := "", int64(0), int64(0)
-	if p != nil {
-		id, ticket, placeTTL = p.id, p.ticket, nodeTTL(p.ttl)
+func (n *RedisNode) acquireAbove(ctx context.Context, keys []string, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error) {
+	var cmd *redis.Cmd
+	if p == nil {
+		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step)
+	} else {
+		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step, p.id, p.ticket, nodeTTL(p.ttl))
 	}
-	reply, err := scripts.Acquire.Run(ctx, n.client, []string{key, fenceKey(key), qt, qe},
-		token, owner, nodeTTL(ttl), floor, step, id, ticket, placeTTL).Result()
+	reply, err := cmd.Result()
 	if err != nil {
 		return Grant{}, scriptErr(err, token)
 	}
@@ -311,15 +324,14 @@ func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Durat
 // Release implements Node: it deletes key if token holds it and publishes
 // the release id (releaseID) on the release channel.
 func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error) {
-	ok, _, err := n.releaseCounting(ctx, key, token)
+	ok, _, err := n.releaseCounting(ctx, releaseKeys(key), token)
 	return ok, err
 }
 
 // releaseCounting is Release that also reports how many subscribers
 // (waiters, in any process) heard the announcement.
-func (n *RedisNode) releaseCounting(ctx context.Context, key, token string) (bool, int, error) {
-	qt, qe := queueKeys(key)
-	v, err := scripts.Release.Run(ctx, n.client, []string{key, qt, qe}, token, releaseChannel(key), releaseID(token)).Int64()
+func (n *RedisNode) releaseCounting(ctx context.Context, keys []string, token string) (bool, int, error) {
+	v, err := scripts.Release.Run(ctx, n.client, keys, token, releaseChannel(keys[0]), releaseID(token)).Int64()
 	if err != nil {
 		return false, 0, scriptErr(err, token)
 	}

@@ -28,7 +28,7 @@ type rejoiner interface {
 	// acquireAbove acquires, raising an existing counter below floor and
 	// starting a new one at the node's clock rounded down to step µs; with
 	// a place, the caller queues fairly (Config.QueueTTL).
-	acquireAbove(ctx context.Context, key, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error)
+	acquireAbove(ctx context.Context, keys []string, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error)
 	// leaveQueue takes waiter id out of key's wait queue.
 	leaveQueue(ctx context.Context, key, id string) error
 }
@@ -73,14 +73,15 @@ func (st upState) rejoining(delay time.Duration) string {
 // a connection opened during the call (the server may have restarted just
 // before it) is checked again, and given back if the node turns out to be
 // rejoining.
-func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string, p *place) (Grant, error) {
+func (l *Locker) acquireOn(ctx context.Context, node Node, keys []string, token string, p *place) (Grant, error) {
+	key := keys[0]
 	r, ok := node.(rejoiner)
 	if !ok {
 		return node.Acquire(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration)
 	}
 	step := l.seedStep
 	if l.cfg.RejoinDelay < 0 {
-		return r.acquireAbove(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration, "", step, p)
+		return r.acquireAbove(ctx, keys, token, l.cfg.Owner, l.cfg.LeaseDuration, "", step, p)
 	}
 	dials := r.dialCount()
 	st := r.upState(ctx)
@@ -98,7 +99,7 @@ func (l *Locker) acquireOn(ctx context.Context, node Node, key, token string, p 
 	if !st.durable && st.bootUS > 0 {
 		floor = strconv.FormatInt(st.bootUS+l.cfg.RejoinDelay.Microseconds(), 10)
 	}
-	g, err := r.acquireAbove(ctx, key, token, l.cfg.Owner, l.cfg.LeaseDuration, floor, step, p)
+	g, err := r.acquireAbove(ctx, keys, token, l.cfg.Owner, l.cfg.LeaseDuration, floor, step, p)
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		r.forget() // the connection failed: the server may be restarting

@@ -68,11 +68,16 @@ const (
 // With shared set every worker uses one Locker (one pub/sub subscription
 // per node for all its waiters); otherwise each worker gets its own Locker,
 // as separate processes would have.
-func Redlock(name string, nodes []redlock.Node, mode Mode, shared bool) (*Impl, error) {
+//
+// tune, if given, adjusts the Config (e.g. QueueTTL -1: no wait queue).
+func Redlock(name string, nodes []redlock.Node, mode Mode, shared bool, tune ...func(*redlock.Config)) (*Impl, error) {
 	// The servers start fresh, without persistence, for every benchmark:
 	// the rejoin delay would keep them out for a lease. The benchmarks
 	// measure the steady state.
 	cfg := redlock.Config{LeaseDuration: LeaseDuration, RejoinDelay: -1}
+	for _, f := range tune {
+		f(&cfg)
+	}
 	var attempts atomic.Int64
 	if mode == Wait {
 		// Count attempts only where waiting makes them vary; the
