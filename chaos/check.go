@@ -151,6 +151,14 @@ type Report struct {
 	// can only happen with duplicate tokens (DuplicateTokens).
 	SharedTokens int
 
+	// Semaphores: SemAcquired counts their leases, SemAcquireErrs their
+	// failed Acquire calls; SemMax is, per semaphore, the most leases valid
+	// at once, and SemLimit its limit.
+	SemAcquired    int
+	SemAcquireErrs int
+	SemMax         map[string]int
+	SemLimit       map[string]int
+
 	// Violations of the resource side (must be zero in every run).
 	StaleAccepted    int  // writes accepted although a higher token had been accepted before they began
 	NotLinearizable  bool // porcupine found no linearization
@@ -164,6 +172,8 @@ type Report struct {
 	DuplicateTokens  int // leases sharing a token with another lease
 	LostInWindow     int // accepted writes made inside the writer's held window and lost
 	MajorityGrants   int // leases granted while a majority of nodes was down
+	SemOverLimit     int // semaphore leases granted while their semaphore's limit of valid leases was already reached
+	SemSlotOverlaps  int // semaphore leases whose valid window overlaps that of an earlier lease of the same slot
 
 	// Examples describes the first two cases of each kind of violation,
 	// for the log.
@@ -184,7 +194,8 @@ func (r *Report) ResourceViolations() int {
 
 // LockViolations counts violations of the lock's guarantees.
 func (r *Report) LockViolations() int {
-	return r.Overlaps + r.TokenRegressions + r.DuplicateTokens + r.LostInWindow + r.MajorityGrants
+	return r.Overlaps + r.TokenRegressions + r.DuplicateTokens + r.LostInWindow + r.MajorityGrants +
+		r.SemOverLimit + r.SemSlotOverlaps
 }
 
 func (r *Report) example(kind, format string, args ...any) {
@@ -204,14 +215,23 @@ func (r *Report) String() string {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	slices.Sort(kinds)
+	sems := make([]string, 0, len(r.SemMax))
+	for name, n := range r.SemMax {
+		sems = append(sems, fmt.Sprintf("%s=%d/%d", name, n, r.SemLimit[name]))
+	}
+	slices.Sort(sems)
 	return fmt.Sprintf("terms=%d lost_leases=%d stalls=%d reads=%d writes=%d accepted=%d stale_rejected=%d unknown=%d "+
-		"late_writes=%d late_accepted=%d lost_late=%d shared_tokens=%d acquire_errors=%d faults=%d [%s] | "+
+		"late_writes=%d late_accepted=%d lost_late=%d shared_tokens=%d acquire_errors=%d faults=%d [%s] "+
+		"sem_acquired=%d sem_acquire_errors=%d sem_max_valid=[%s] | "+
 		"violations: resource=%d (stale_accepted=%d not_linearizable=%t final_mismatch=%t) "+
-		"lock=%d (overlaps=%d token_regressions=%d duplicate_tokens=%d lost_in_window=%d majority_grants=%d)",
+		"lock=%d (overlaps=%d token_regressions=%d duplicate_tokens=%d lost_in_window=%d majority_grants=%d "+
+		"sem_over_limit=%d sem_slot_overlaps=%d)",
 		r.Terms, r.LostLeases, r.Stalls, r.Reads, r.Writes, r.Accepted, r.Rejected, r.UnknownOps,
 		r.LateWrites, r.LateAccepted, r.LostLate, r.SharedTokens, r.AcquireErrs, r.Faults, strings.Join(kinds, " "),
+		r.SemAcquired, r.SemAcquireErrs, strings.Join(sems, " "),
 		r.ResourceViolations(), r.StaleAccepted, r.NotLinearizable || r.LinearizeUnknown, r.FinalMismatch,
-		r.LockViolations(), r.Overlaps, r.TokenRegressions, r.DuplicateTokens, r.LostInWindow, r.MajorityGrants)
+		r.LockViolations(), r.Overlaps, r.TokenRegressions, r.DuplicateTokens, r.LostInWindow, r.MajorityGrants,
+		r.SemOverLimit, r.SemSlotOverlaps)
 }
 
 // Check runs every checker except porcupine's (see CheckLinearizable) over
@@ -248,6 +268,8 @@ func Check(h *History) *Report {
 	checkShared(h.Ops, r)
 	checkLost(h, r)
 	checkMajority(h, r)
+	CheckSemaphores(h.SemLeases, r)
+	r.SemAcquireErrs = h.SemAcquireErrors
 	return r
 }
 
@@ -440,6 +462,113 @@ func checkMajority(h *History, r *Report) {
 			if l.CalledAt > f.Start && l.AcquiredAt < f.End {
 				r.MajorityGrants++
 				r.example("majority-grant", "lease %d granted at %v while nodes %v were down (%v to %v)", l.Fence, l.AcquiredAt, f.Nodes, f.Start, f.End)
+			}
+		}
+	}
+}
+
+// CheckSemaphores checks the semaphore leases (Check runs it): per
+// semaphore, it sweeps their valid windows [AcquiredAt, Until) in time
+// order and records the most that were valid at once (SemMax); a grant
+// that makes more valid at once than the semaphore's limit is a violation
+// (SemOverLimit), and so is a lease whose window overlaps that of an earlier
+// lease of the same slot (SemSlotOverlaps), even below the limit: each slot
+// is a lock. Windows that touch do not overlap, and empty windows count as
+// acquisitions only. A semaphore's limit is the smallest Limit among its
+// leases.
+func CheckSemaphores(leases []SemLease, r *Report) {
+	r.SemAcquired += len(leases)
+	if r.SemMax == nil {
+		r.SemMax, r.SemLimit = map[string]int{}, map[string]int{}
+	}
+	bySem := map[string][]SemLease{}
+	for _, l := range leases {
+		bySem[l.Semaphore] = append(bySem[l.Semaphore], l)
+	}
+	names := make([]string, 0, len(bySem))
+	for name := range bySem {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		var valid []SemLease
+		limit := math.MaxInt
+		for _, l := range bySem[name] {
+			limit = min(limit, l.Limit)
+			if l.Until > l.AcquiredAt {
+				valid = append(valid, l)
+			}
+		}
+		r.SemLimit[name] = limit
+		r.SemMax[name] = max(r.SemMax[name], semPeak(name, limit, valid, r))
+		semSlots(name, valid, r)
+	}
+}
+
+// semPeak sweeps the windows of one semaphore's leases (all non-empty) and
+// returns the most valid at once, counting the grants that exceed limit.
+func semPeak(name string, limit int, leases []SemLease, r *Report) int {
+	type event struct {
+		at    time.Duration
+		delta int // +1 a grant, -1 the end of a window
+		lease int
+	}
+	events := make([]event, 0, 2*len(leases))
+	for i, l := range leases {
+		events = append(events, event{l.AcquiredAt, 1, i}, event{l.Until, -1, i})
+	}
+	// Ends before grants at the same instant: touching windows do not
+	// overlap.
+	slices.SortFunc(events, func(a, b event) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta))
+	})
+	valid, peak := 0, 0
+	for _, ev := range events {
+		valid += ev.delta
+		peak = max(peak, valid)
+		if ev.delta > 0 && valid > limit {
+			r.SemOverLimit++
+			if r.examples["sem-over-limit"] < 2 {
+				l := leases[ev.lease]
+				var held []string
+				for _, o := range leases {
+					if o.AcquiredAt <= ev.at && ev.at < o.Until {
+						held = append(held, fmt.Sprintf("%s token %d (client %d, %v to %v)", o.Slot, o.Fence, o.Client, o.AcquiredAt, o.Until))
+					}
+				}
+				r.example("sem-over-limit", "semaphore %q (limit %d): %d leases valid at %v, when client %d was granted %s: %s",
+					name, limit, valid, ev.at, l.Client, l.Slot, strings.Join(held, ", "))
+			}
+		}
+	}
+	return peak
+}
+
+// semSlots counts the leases of one semaphore (all with non-empty windows)
+// whose window overlaps that of an earlier lease of the same slot.
+func semSlots(name string, leases []SemLease, r *Report) {
+	bySlot := map[string][]SemLease{}
+	for _, l := range leases {
+		bySlot[l.Slot] = append(bySlot[l.Slot], l)
+	}
+	slots := make([]string, 0, len(bySlot))
+	for slot := range bySlot {
+		slots = append(slots, slot)
+	}
+	slices.Sort(slots)
+	for _, slot := range slots {
+		ls := bySlot[slot]
+		slices.SortFunc(ls, func(a, b SemLease) int { return cmp.Compare(a.AcquiredAt, b.AcquiredAt) })
+		var until time.Duration = math.MinInt64
+		var prev SemLease
+		for _, l := range ls {
+			if l.AcquiredAt < until {
+				r.SemSlotOverlaps++
+				r.example("sem-slot-overlap", "semaphore %q slot %s: token %d (client %d, granted %v) overlaps token %d (client %d, valid until %v)",
+					name, slot, l.Fence, l.Client, l.AcquiredAt, prev.Fence, prev.Client, until)
+			}
+			if l.Until > until {
+				until, prev = l.Until, l
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -200,4 +201,123 @@ func TestValueChain(t *testing.T) {
 	require.Equal(t, "c1.2", chaos.ValueID(v))
 	require.Equal(t, "c1.2<-c0.1", v)
 	require.Empty(t, chaos.ValueID(""))
+}
+
+// slot builds a lease of slot i of semaphore sem (limit k), granted to
+// client c at from ms and valid until to ms.
+func slot(sem string, k, i, c int, tok fencing.Token, from, to int) chaos.SemLease {
+	return chaos.SemLease{Semaphore: sem, Limit: k, Slot: fmt.Sprintf("%s#%d", sem, i), Client: c, Fence: tok,
+		AcquiredAt: time.Duration(from) * ms, Until: time.Duration(to) * ms}
+}
+
+func checkSem(leases ...chaos.SemLease) *chaos.Report {
+	r := &chaos.Report{}
+	chaos.CheckSemaphores(leases, r)
+	return r
+}
+
+func TestCheckSemaphoreWithinLimit(t *testing.T) {
+	// Limit 2: two slots, each handed from holder to holder; at most two
+	// valid at once.
+	r := checkSem(
+		slot("s", 2, 0, 0, 1, 0, 10), slot("s", 2, 1, 1, 1, 5, 15),
+		slot("s", 2, 0, 2, 2, 12, 20), slot("s", 2, 1, 3, 2, 16, 30),
+	)
+	require.Zero(t, r.LockViolations(), r.String())
+	require.Equal(t, 4, r.SemAcquired)
+	require.Equal(t, 2, r.SemMax["s"])
+	require.Equal(t, 2, r.SemLimit["s"])
+}
+
+func TestCheckFindsSemaphoreOverLimit(t *testing.T) {
+	// Three leases of a semaphore of limit 2 valid at once (at 8-10ms), each
+	// of its own slot: no slot overlaps, one grant too many.
+	leases := []chaos.SemLease{slot("s", 2, 0, 0, 1, 0, 10), slot("s", 2, 1, 1, 1, 5, 15), slot("s", 2, 2, 2, 1, 8, 20)}
+	r := checkSem(leases...)
+	require.Equal(t, 1, r.SemOverLimit, r.String())
+	require.Zero(t, r.SemSlotOverlaps)
+	require.Equal(t, 3, r.SemMax["s"])
+	require.Equal(t, 1, r.LockViolations())
+	require.Len(t, r.Examples, 1)
+	require.Contains(t, r.Examples[0], "3 leases valid at 8ms")
+
+	// Check finds it in a history, beside the lock's leases.
+	h := clean()
+	h.SemLeases = leases
+	r = chaos.Check(h)
+	require.Equal(t, 1, r.SemOverLimit, r.String())
+	require.Equal(t, 1, r.LockViolations())
+	require.Contains(t, r.String(), "sem_acquired=3 ")
+	require.Contains(t, r.String(), "sem_max_valid=[s=3/2]")
+
+	// The same three windows within a limit of 3 are fine.
+	for i := range leases {
+		leases[i].Limit = 3
+	}
+	r = checkSem(leases...)
+	require.Zero(t, r.LockViolations(), r.String())
+	require.Equal(t, 3, r.SemMax["s"])
+}
+
+func TestCheckSemaphoreTouchingWindowsDoNotOverlap(t *testing.T) {
+	// Limit 1: each holder's window starts the instant the previous one
+	// ends, on the same slot and across slots.
+	r := checkSem(
+		slot("s", 1, 0, 0, 1, 0, 10), slot("s", 1, 0, 1, 2, 10, 20),
+		slot("s", 1, 1, 2, 1, 20, 30), slot("s", 1, 0, 3, 3, 30, 40),
+	)
+	require.Zero(t, r.LockViolations(), r.String())
+	require.Equal(t, 1, r.SemMax["s"])
+
+	// One nanosecond more is an overlap: over the limit, and on slot 0.
+	late := slot("s", 1, 0, 1, 2, 10, 20)
+	late.AcquiredAt -= time.Nanosecond
+	r = checkSem(slot("s", 1, 0, 0, 1, 0, 10), late)
+	require.Equal(t, 1, r.SemOverLimit, r.String())
+	require.Equal(t, 1, r.SemSlotOverlaps)
+	require.Equal(t, 2, r.SemMax["s"])
+}
+
+func TestCheckSemaphoreEmptyWindows(t *testing.T) {
+	// A lease no longer valid when Acquire returned it (Until at or before
+	// AcquiredAt) counts as an acquisition, never as valid.
+	r := checkSem(slot("s", 1, 0, 0, 1, 0, 10), slot("s", 1, 0, 1, 2, 5, 5), slot("s", 1, 0, 2, 3, 7, 6))
+	require.Zero(t, r.LockViolations(), r.String())
+	require.Equal(t, 3, r.SemAcquired)
+	require.Equal(t, 1, r.SemMax["s"])
+}
+
+func TestCheckSemaphoresSeparately(t *testing.T) {
+	// Two semaphores of limit 1, each with one holder at a time: their
+	// windows overlap each other, which is no violation. Slots of the same
+	// index in two semaphores are different locks.
+	r := checkSem(
+		slot("a", 1, 0, 0, 1, 0, 10), slot("b", 1, 0, 1, 1, 0, 10),
+		slot("a", 1, 0, 2, 2, 10, 20), slot("b", 1, 0, 3, 2, 5, 20),
+	)
+	require.Equal(t, 1, r.SemOverLimit, r.String()) // b: 5-10ms
+	require.Equal(t, 1, r.SemSlotOverlaps)
+	require.Equal(t, 1, r.SemMax["a"])
+	require.Equal(t, 2, r.SemMax["b"])
+	require.Contains(t, r.Examples[0], `semaphore "b"`)
+
+	r = checkSem(slot("a", 1, 0, 0, 1, 0, 10), slot("b", 1, 0, 1, 1, 0, 10))
+	require.Zero(t, r.LockViolations(), r.String())
+}
+
+func TestCheckFindsSemaphoreSlotOverlap(t *testing.T) {
+	// Limit 3, two holders of slot 0 at once: within the limit, but the
+	// slot is a lock.
+	r := checkSem(slot("s", 3, 0, 0, 1, 0, 10), slot("s", 3, 0, 1, 2, 5, 15), slot("s", 3, 1, 2, 1, 0, 20))
+	require.Zero(t, r.SemOverLimit, r.String())
+	require.Equal(t, 1, r.SemSlotOverlaps)
+	require.Equal(t, 3, r.SemMax["s"])
+	require.Contains(t, r.Examples[0], "slot s#0: token 2 (client 1, granted 5ms) overlaps token 1")
+}
+
+func TestCheckSemaphoreLimitIsTheSmallest(t *testing.T) {
+	// A holder that believed the limit to be 3 does not raise it.
+	r := checkSem(slot("s", 2, 0, 0, 1, 0, 10), slot("s", 2, 1, 1, 1, 0, 10), slot("s", 3, 2, 2, 1, 0, 10))
+	require.Equal(t, 1, r.SemOverLimit, r.String())
+	require.Equal(t, 2, r.SemLimit["s"])
 }

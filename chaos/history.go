@@ -17,7 +17,9 @@
 //   - no accepted write is lost, and the final register is the last
 //     accepted write;
 //   - no lease was granted while a majority of the nodes was down (or, in a
-//     partition, cut from the client that got it).
+//     partition, cut from the client that got it);
+//   - no more leases of a semaphore than its limit are valid at once, and
+//     no two leases of one of its slots are.
 //
 // The suite itself lives in this package's tests (go test ./chaos/); see
 // RELIABILITY.md at the root of the repository for the scenarios, what they
@@ -110,6 +112,27 @@ type Lease struct {
 	Lost bool
 }
 
+// SemLease is one lease of a semaphore (redlock.Semaphore) that a client
+// was granted. Its valid window is [AcquiredAt, Until): from when Acquire
+// returned it to the earlier of when the client called Release and the
+// lease's ValidUntil (read once Release has returned, so that it includes
+// every renewal). Touching windows do not overlap: a holder that releases
+// at t and a holder granted at t are not valid at once.
+type SemLease struct {
+	// Semaphore names the semaphore, Limit is the limit K it must respect
+	// (the one the suite meant, whatever the holder's Semaphore said).
+	Semaphore string
+	Limit     int
+	// Slot is the slot's resource ("R#i") the lease locks.
+	Slot   string
+	Client int
+	Fence  fencing.Token
+	// AcquiredAt is when Acquire returned the lease, Until the end of its
+	// valid window; an Until not after AcquiredAt means that the lease was
+	// no longer valid when Acquire returned it (an empty window).
+	AcquiredAt, Until time.Duration
+}
+
 // Fault is one fault the nemesis injected.
 type Fault struct {
 	Kind  string
@@ -135,8 +158,12 @@ type History struct {
 	Ops    []Op
 	Leases []Lease
 	Faults []Fault
+	// SemLeases are the semaphore leases, in the order they were released.
+	SemLeases []SemLease
 	// AcquireErrors counts Acquire calls that failed, by a short reason.
 	AcquireErrors map[string]int
+	// SemAcquireErrors counts semaphore Acquire calls that failed.
+	SemAcquireErrors int
 	// ReadErrors counts reads of the register that failed.
 	ReadErrors int
 	// Stalls counts client stalls past a lease.
@@ -178,6 +205,13 @@ func (h *History) UpdateLease(i int, fn func(*Lease)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	fn(&h.Leases[i])
+}
+
+// AddSemLease records a semaphore lease.
+func (h *History) AddSemLease(l SemLease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.SemLeases = append(h.SemLeases, l)
 }
 
 // AddFault records a fault.

@@ -63,6 +63,14 @@ const (
 	// nodeTimeout bounds the clients' dials, reads and writes to the lock
 	// nodes (the Lockers' NodeCallTimeout is shorter).
 	nodeTimeout = 500 * time.Millisecond
+
+	// semName is the semaphore every client's semaphore worker takes a
+	// slot of, semLimit its limit: six workers contend for two slots.
+	semName  = "chaos-sem"
+	semLimit = 2
+	// semLongHold is the chance that a semaphore worker holds its slot for
+	// 0.5-1.5 times its lease (so that renewals run) rather than 20-100ms.
+	semLongHold = 0.1
 )
 
 // scenario is one row of RELIABILITY.md's table.
@@ -218,7 +226,8 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	var clientsDone sync.WaitGroup
 	for i := range clients {
 		crng := rand.New(rand.NewPCG(seed, hs.Sum64()+uint64(i)+1))
-		clientsDone.Go(func() { e.client(ctx, i, crng, i < sc.stallers) })
+		srng := rand.New(rand.NewPCG(^seed, hs.Sum64()+uint64(i)+1))
+		clientsDone.Go(func() { e.client(ctx, i, crng, srng, i < sc.stallers) })
 	}
 	nemesisDone := make(chan struct{})
 	go func() {
@@ -259,9 +268,14 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	if sc.stallers > 0 && rep.Stalls == 0 {
 		t.Errorf("no client stalled: the run did not test fencing")
 	}
+	if rep.SemAcquired == 0 {
+		t.Errorf("no semaphore lease was granted: the run did not test the semaphore")
+	}
 	if sc.unsafe {
-		t.Logf("assumption broken on purpose: %d violations of the lock's guarantees (overlapping leases %d, token regressions %d, duplicate tokens %d, lost in-window writes %d)",
-			rep.LockViolations(), rep.Overlaps, rep.TokenRegressions, rep.DuplicateTokens, rep.LostInWindow)
+		t.Logf("assumption broken on purpose: %d violations of the lock's guarantees (overlapping leases %d, token regressions %d, duplicate tokens %d, lost in-window writes %d, "+
+			"semaphore grants over its limit %d (at most %d valid at once, limit %d), overlapping leases of a semaphore slot %d)",
+			rep.LockViolations(), rep.Overlaps, rep.TokenRegressions, rep.DuplicateTokens, rep.LostInWindow,
+			rep.SemOverLimit, rep.SemMax[semName], semLimit, rep.SemSlotOverlaps)
 		return rep
 	}
 	if n := rep.LockViolations(); n > 0 {
@@ -414,11 +428,13 @@ func (e *env) finalRead() {
 
 // client is one process of the application: its own Locker (and
 // connections) over the five lock nodes, looping acquire → fenced
-// read-modify-writes of the register → release until ctx ends. A staller
-// sometimes freezes, with its node calls, for longer than its lease
-// between reading and writing, and then writes without checking the lease:
-// a stand-in for a GC pause, which only fencing can make harmless.
-func (e *env) client(ctx context.Context, id int, rng *rand.Rand, staller bool) {
+// read-modify-writes of the register → release until ctx ends, while a
+// second goroutine of the process takes slots of the semaphore on the same
+// Locker (semWorker, with srng). A staller sometimes freezes, with its node
+// calls, for longer than its lease between reading and writing, and then
+// writes without checking the lease: a stand-in for a GC pause, which only
+// fencing can make harmless (the semaphore worker's node calls freeze too).
+func (e *env) client(ctx context.Context, id int, rng, srng *rand.Rand, staller bool) {
 	g := &gate{}
 	nodes := make([]redlock.Node, 0, lockNodes)
 	for j := range e.nodes {
@@ -449,6 +465,9 @@ func (e *env) client(ctx context.Context, id int, rng *rand.Rand, staller bool) 
 			e.t.Errorf("client %d: close: %v", id, err)
 		}
 	}()
+	var semDone sync.WaitGroup
+	defer semDone.Wait() // before the Locker closes
+	semDone.Go(func() { e.semWorker(ctx, id, locker, srng) })
 	store := fencing.NewStore(e.resource.Client(), "chaos:")
 	h := e.h
 	seq := 0
@@ -520,6 +539,53 @@ func (e *env) client(ctx context.Context, id int, rng *rand.Rand, staller bool) 
 			h.UpdateLease(li, func(l *chaos.Lease) { l.Lost = true })
 			h.Count(func(h *chaos.History) { h.LostLeases++ })
 		}
+	}
+}
+
+// semWorker loops on the client's Locker until ctx ends: Acquire a slot
+// of the semaphore semName (limit semLimit), hold it 20-100ms (or, with
+// chance semLongHold, 0.5-1.5 times the client's lease, so that it renews)
+// or until its Context ends, Release it. It records each lease's valid
+// window, from Acquire's return to the earlier of the Release call and
+// ValidUntil (read after Release, which stops renewal, so that it includes
+// every renewal); the checker counts how many were valid at once.
+func (e *env) semWorker(ctx context.Context, id int, locker *redlock.Locker, rng *rand.Rand) {
+	sem, err := locker.NewSemaphore(semName, semLimit)
+	if err != nil {
+		e.t.Errorf("client %d: semaphore: %v", id, err)
+		return
+	}
+	h, ttl := e.h, e.leases[id]
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
+		lease, err := sem.Acquire(actx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				h.Count(func(h *chaos.History) { h.SemAcquireErrors++ })
+			}
+			continue
+		}
+		acquired := h.Now()
+		d := between(rng, 20*time.Millisecond, 100*time.Millisecond)
+		if rng.Float64() < semLongHold {
+			d = between(rng, ttl/2, ttl*3/2)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-lease.Context().Done():
+		case <-ctx.Done():
+		}
+		t.Stop()
+		released := h.Now()
+		rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		_ = lease.Release(rctx) // lost or not, the window ends here
+		cancel()
+		h.AddSemLease(chaos.SemLease{
+			Semaphore: semName, Limit: semLimit, Slot: lease.Resource(), Client: id, Fence: lease.Fence(),
+			AcquiredAt: acquired, Until: min(released, h.Since(lease.ValidUntil())),
+		})
 	}
 }
 
