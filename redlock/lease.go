@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,13 +235,23 @@ func (ls *Lease) setValidUntil(t time.Time) {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, listeners := l.releaseAll(ctx, ls.key, ls.token, true)
-	if t.yes >= l.quorum && !l.fair {
-		// Without the nodes' queue, this Locker wakes its own next waiter
-		// (its own announcements then wake no one else) and stands back.
-		l.hub.released(ls.key, releaseID(ls.token))
-		if listeners > 0 {
-			l.noteRelease(ls.key, time.Since(start))
+	t, h := l.releaseAll(ctx, ls.key, ls.token, true)
+	if t.yes >= l.quorum {
+		h.mu.Lock()
+		listeners, heads := h.listeners, slices.Clone(h.heads)
+		h.mu.Unlock()
+		if l.fair {
+			// A waiter of this Locker that the nodes named the head of the
+			// queue need not wait for the announcements.
+			l.hub.wakeHeads(ls.key, heads)
+		} else {
+			// Without the nodes' queue, this Locker wakes its own next
+			// waiter (its own announcements then wake no one else) and
+			// stands back.
+			l.hub.released(ls.key, releaseID(ls.token))
+			if listeners > 0 {
+				l.noteRelease(ls.key, time.Since(start))
+			}
 		}
 	}
 	var err error

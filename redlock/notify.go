@@ -245,6 +245,19 @@ func (h *waitHub) notify(key, msg string) {
 	}
 }
 
+// wakeHeads wakes this Locker's waiters of key whose ids are in heads
+// (named by the nodes that released key).
+func (h *waitHub) wakeHeads(key string, heads []string) {
+	if len(heads) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if kw := h.keys[key]; kw != nil {
+		kw.wake(heads)
+	}
+}
+
 // wake signals the waiters whose ids are in heads.
 func (kw *keyWait) wake(heads []string) {
 	for _, w := range kw.queue {

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -152,38 +153,53 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 // releaseAll deletes key where token holds it, on every node (each
 // announces the release to waiters if it can). It waits for every answer
 // (within NodeCallTimeout), or with early only until a majority released
-// it. It returns the tally and the most waiters any node announced the
-// release to.
-func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (t tally, listeners int) {
+// it. It returns the tally and what the nodes said of the announcement.
+func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (tally, *heard) {
 	return l.releaseOn(ctx, l.allIdxs(), key, token, early)
 }
 
-// releaseCounter is a Node whose release also reports how many waiters
-// heard the announcement (RedisNode); the Locker's fairness heuristic
-// (noteRelease) uses it.
+// releaseCounter is a Node whose release also reports who heard the
+// announcement (RedisNode): the Locker stands back when others listened
+// (noteRelease), and wakes its own waiter at once when a node named it the
+// head of the wait queue.
 type releaseCounter interface {
-	releaseCounting(ctx context.Context, keys []string, token string) (released bool, listeners int, err error)
+	releaseCounting(ctx context.Context, keys []string, token string) (released, error)
 }
 
-// releaseOn is releaseAll on the nodes with the given indexes.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool) (tally, int) {
-	var heard atomic.Int64
+// heard is what the nodes of one release said beyond yes or no: the most
+// waiters any of them announced it to, and the heads of the wait queue
+// they named.
+type heard struct {
+	mu        sync.Mutex
+	listeners int
+	heads     []string
+}
+
+func (h *heard) add(r released) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.listeners = max(h.listeners, r.listeners)
+	if r.head != "" && !slices.Contains(h.heads, r.head) {
+		h.heads = append(h.heads, r.head)
+	}
+}
+
+// releaseOn is releaseAll on the nodes with the given indexes. The heard
+// it returns may still change when early returned before every node
+// answered; read it under its lock.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool) (tally, *heard) {
+	h := &heard{}
 	keys := releaseKeys(key)
 	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
 		rn, ok := n.(releaseCounter)
 		if !ok {
 			return n.Release(ctx, key, token)
 		}
-		released, listeners, err := rn.releaseCounting(ctx, keys, token)
-		for {
-			old := heard.Load()
-			if int64(listeners) <= old || heard.CompareAndSwap(old, int64(listeners)) {
-				break
-			}
-		}
-		return released, err
+		r, err := rn.releaseCounting(ctx, keys, token)
+		h.add(r)
+		return r.released, err
 	})
-	return t, int(heard.Load())
+	return t, h
 }
 
 // allIdxs returns the indexes of every node (shared; never modified).

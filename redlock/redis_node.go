@@ -324,21 +324,38 @@ func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Durat
 // Release implements Node: it deletes key if token holds it and publishes
 // the release id (releaseID) on the release channel.
 func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error) {
-	ok, _, err := n.releaseCounting(ctx, releaseKeys(key), token)
-	return ok, err
+	r, err := n.releaseCounting(ctx, releaseKeys(key), token)
+	return r.released, err
 }
 
-// releaseCounting is Release that also reports how many subscribers
-// (waiters, in any process) heard the announcement.
-func (n *RedisNode) releaseCounting(ctx context.Context, keys []string, token string) (bool, int, error) {
-	v, err := scripts.Release.Run(ctx, n.client, keys, token, releaseChannel(keys[0]), releaseID(token)).Int64()
+// released is one node's answer to a release: whether the token held the
+// lock, how many subscribers (waiters, in any process) heard the
+// announcement, and the head of the lock's wait queue it named ("" for
+// none).
+type released struct {
+	released  bool
+	listeners int
+	head      string
+}
+
+// releaseCounting is Release that also reports who heard the announcement
+// and whom it named.
+func (n *RedisNode) releaseCounting(ctx context.Context, keys []string, token string) (released, error) {
+	reply, err := scripts.Release.Run(ctx, n.client, keys, token, releaseChannel(keys[0]), releaseID(token)).Result()
 	if err != nil {
-		return false, 0, scriptErr(err, token)
+		return released{}, scriptErr(err, token)
 	}
-	if v < 0 {
-		return false, 0, fmt.Errorf("%w: release reply %d", errBadReply, v)
+	v, ok := reply.(int64)
+	head := ""
+	if vals, isArray := reply.([]any); isArray && len(vals) == 2 {
+		v, ok = vals[0].(int64)
+		head, _ = vals[1].(string)
+		ok = ok && head != "" && v > 0
 	}
-	return v > 0, int(max(v-1, 0)), nil
+	if !ok || v < 0 {
+		return released{}, fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
+	}
+	return released{released: v > 0, listeners: int(max(v-1, 0)), head: head}, nil
 }
 
 // runFlag runs a script that answers 0 or 1, with token among args.

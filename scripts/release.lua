@@ -6,7 +6,8 @@
 -- live queue, the announcement names its head after a space: only that
 -- waiter need try.
 -- Returns 0 when the caller does not hold the lock here; otherwise 1 plus
--- the number of subscribers that heard the announcement.
+-- the number of subscribers that heard the announcement, and when the
+-- announcement named a head, {that number, the head}.
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
@@ -20,7 +21,9 @@ if ARGV[3] ~= '' then
   local msg = ARGV[3]
   if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 and not q_bad(KEYS[2], KEYS[3]) then
     local head = q_head(KEYS[2], KEYS[3], q_now())
-    if head then msg = msg .. ' ' .. head end
+    if head then
+      return {1 + redis.call('PUBLISH', ARGV[2], msg .. ' ' .. head), head}
+    end
   end
   return 1 + redis.call('PUBLISH', ARGV[2], msg)
 end

@@ -56,7 +56,8 @@ var (
 	// publishes it (with the head of the wait queue) on the release
 	// channel: KEYS = lock, queue, queue expiries; ARGV = token, channel,
 	// announcement. Replies 0 when not held, else 1 + the subscribers
-	// reached.
+	// reached, or {1 + the subscribers reached, head} when it named the
+	// head of the wait queue.
 	Release = redis.NewScript(queueSrc + releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock: KEYS = lock, queue, queue
