@@ -6,14 +6,26 @@ import (
 )
 
 // place is a fair Acquire's place in a lock's wait queue on the nodes
-// (Config.QueueTTL, docs/design.md section 11.1): its waiter id, the
-// highest ticket the nodes gave it so far (0 before the first), which it
-// brings to every node on its next attempt so that all nodes order it
-// alike, and how long each node keeps the place without a renewal.
+// (Config.QueueTTL, docs/design.md section 11.1): its waiter id; its
+// arrival time (microseconds on this process's clock), which it proposes
+// as its ticket; the highest ticket the nodes gave it so far (0 before the
+// first), which it brings to every node on its next attempt so that all
+// nodes order it alike; and how long each node keeps the place without a
+// renewal.
 type place struct {
-	id     string
-	ticket int64
-	ttl    time.Duration
+	id      string
+	arrival int64
+	ticket  int64
+	ttl     time.Duration
+}
+
+// ticketArg is the ticket argument of the acquire script: the agreed
+// ticket, or before there is one the arrival time as a proposal (negated).
+func (p *place) ticketArg() int64 {
+	if p.ticket > 0 {
+		return p.ticket
+	}
+	return -p.arrival
 }
 
 // newPlace returns a new waiter's place, or nil when this Locker does not
@@ -22,7 +34,7 @@ func (l *Locker) newPlace() *place {
 	if !l.fair {
 		return nil
 	}
-	return &place{id: newToken()[:16], ttl: l.cfg.QueueTTL}
+	return &place{id: newToken()[:16], arrival: time.Now().UnixMicro(), ttl: l.cfg.QueueTTL}
 }
 
 // canQueue reports whether every node keeps a wait queue per lock.

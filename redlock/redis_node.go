@@ -131,7 +131,7 @@ func (n *RedisNode) acquireAbove(ctx context.Context, keys []string, token, owne
 	if p == nil {
 		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step)
 	} else {
-		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step, p.id, p.ticket, nodeTTL(p.ttl))
+		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step, p.id, p.ticketArg(), nodeTTL(p.ttl))
 	}
 	reply, err := cmd.Result()
 	if err != nil {

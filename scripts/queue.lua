@@ -41,16 +41,18 @@ local function q_head(kq, ke, now)
 end
 
 -- q_join gives waiter id a place for ttl milliseconds and returns its
--- ticket: the ticket it holds here or the one the client brings (t),
--- whichever is higher; a newcomer without a ticket (t = 0) goes after the
--- last waiter. Both keys live as long as their longest ticket.
+-- ticket. t > 0 is a ticket the waiter agreed on (the highest a node gave
+-- it): it keeps the higher of that and the one it holds here. t <= 0 is a
+-- newcomer's proposal, -t (its arrival time in microseconds on its own
+-- clock): it is given that, but never less than one above the last
+-- waiter's here. Both keys live as long as their longest place.
 local function q_join(kq, ke, id, t, ttl, now)
   local cur = tonumber(redis.call('ZSCORE', kq, id))
   if cur then
-    t = math.max(cur, t)
+    t = math.max(cur, math.abs(t))
   elseif t <= 0 then
     local last = redis.call('ZRANGE', kq, -1, -1, 'WITHSCORES')
-    t = (tonumber(last[2]) or 0) + 1
+    t = math.max(-t, (tonumber(last[2]) or 0) + 1)
   end
   redis.call('ZADD', kq, t, id)
   redis.call('ZADD', ke, now + ttl, id)
