@@ -146,7 +146,10 @@ func (h *waitHub) leaveAll(keys []string, w *waiter) {
 }
 
 // leave takes w out of key's queue. A wake-up w did not use passes to the
-// next waiter.
+// next waiter, unless w queued on the nodes: wake-ups there are addressed
+// to the head of the nodes' queue, and a stray one (a release announced
+// after w's own hand-off woke it) would only cost another waiter an
+// attempt.
 func (h *waitHub) leave(key string, w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -160,6 +163,9 @@ func (h *waitHub) leave(key string, w *waiter) {
 		if !h.closed {
 			h.syncLocked(key)
 		}
+		return
+	}
+	if w.id != "" {
 		return
 	}
 	select {
