@@ -142,11 +142,15 @@ func FuzzParseGrant(f *testing.F) {
 			return
 		}
 		vals, ok := reply.([]any)
-		if !ok || len(vals) != 2 {
-			t.Fatalf("parseGrant accepted %#v, which is not a 2-element array", reply)
+		if !ok || (len(vals) != 2 && len(vals) != 4) {
+			t.Fatalf("parseGrant accepted %#v, which is not a 2- or 4-element array", reply)
 		}
-		if g.Reason != "" {
+		queued := len(vals) == 4 && vals[1] == int64(0)
+		if g.Reason != "" && !(queued && g.Reason == queuedReason) {
 			t.Fatalf("parseGrant(%#v) made up a reason %q", reply, g.Reason)
+		}
+		if len(vals) == 4 && (g.OK || g.ticket != vals[2].(int64) || g.headLeft != time.Duration(vals[3].(int64))*time.Millisecond) {
+			t.Fatalf("parseGrant(%#v) = %+v: a refusal from a queue carries the ticket and the head's time left", reply, g)
 		}
 		if g.OK {
 			if g.Counter == 0 || g.HolderTTL != 0 || vals[0] != int64(1) || vals[1] != g.Counter.String() {
@@ -180,8 +184,11 @@ func FuzzParseInspect(f *testing.F) {
 			return
 		}
 		vals, ok := reply.([]any)
-		if !ok || len(vals) != 4 {
-			t.Fatalf("parseInspect accepted %#v, which is not a 4-element array", reply)
+		if !ok || (len(vals) != 4 && len(vals) != 5) {
+			t.Fatalf("parseInspect accepted %#v, which is not a 4- or 5-element array", reply)
+		}
+		if len(vals) == 5 && int64(info.Waiters) != vals[4].(int64) {
+			t.Fatalf("parseInspect(%#v) = %+v: Waiters is not the count of places", reply, info)
 		}
 		kind, _ := vals[0].(string)
 		switch kind {

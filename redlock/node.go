@@ -74,4 +74,7 @@ type LockInfo struct {
 	// Fence is the node's fence counter for the resource (zero if never
 	// locked).
 	Fence fencing.Token
+	// Waiters counts the live places in the resource's wait queue on the
+	// node: Acquire calls waiting their turn (Config.QueueTTL).
+	Waiters int
 }

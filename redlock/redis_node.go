@@ -375,25 +375,35 @@ func runFlag(ctx context.Context, s *redis.Script, c redis.Scripter, keys []stri
 
 // Inspect implements Node.
 func (n *RedisNode) Inspect(ctx context.Context, key string) (LockInfo, error) {
-	reply, err := scripts.Inspect.Run(ctx, n.client, []string{key, fenceKey(key)}).Result()
+	_, qe := queueKeys(key)
+	reply, err := scripts.Inspect.Run(ctx, n.client, []string{key, fenceKey(key), qe}).Result()
 	if err != nil {
 		return LockInfo{}, scriptErr(err, "")
 	}
 	return parseInspect(reply)
 }
 
-// parseInspect decodes the inspect script's reply {type, value, pttl, fence}.
+// parseInspect decodes the inspect script's reply {type, value, pttl,
+// fence} or {type, value, pttl, fence, waiters}.
 func parseInspect(reply any) (LockInfo, error) {
 	vals, ok := reply.([]any)
-	if !ok || len(vals) != 4 {
+	if !ok || (len(vals) != 4 && len(vals) != 5) {
 		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+	}
+	waiters := int64(0)
+	if len(vals) == 5 {
+		w, ok := vals[4].(int64)
+		if !ok || w < 0 {
+			return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+		}
+		waiters = w
 	}
 	kind, _ := vals[0].(string)
 	ms, okTTL := vals[2].(int64)
 	if !okTTL {
 		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
-	var info LockInfo
+	info := LockInfo{Waiters: int(waiters)}
 	if f, ok := vals[3].(string); ok {
 		c, err := strconv.ParseUint(f, 10, 64)
 		if err != nil || strconv.FormatUint(c, 10) != f {

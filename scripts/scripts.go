@@ -64,8 +64,9 @@ var (
 	// expiries; ARGV = waiter id, channel, announcement id. Replies 1 when
 	// the waiter was queued, else 0.
 	Leave = redis.NewScript(queueSrc + leaveSrc)
-	// Inspect reads a resource without changing it: KEYS = lock, fence.
-	// Replies {lock key type, value or nil, pttl, fence counter or nil}.
+	// Inspect reads a resource without changing it: KEYS = lock, fence,
+	// and optionally the wait queue's expiry key. Replies {lock key type,
+	// value or nil, pttl, fence counter or nil, live places in the queue}.
 	Inspect = redis.NewScript(inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.

@@ -50,7 +50,7 @@ func TestE2ELockCommands(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	require.Contains(t, r.stdout, "held by ci-job-42 (token "+token[:8]+"...)")
 	require.NotContains(t, r.stdout, token)
-	require.Regexp(t, `(?m)^NODE\s+LOCK\s+TOKEN\s+OWNER\s+TTL\s+FENCE\s+RTT\s+ERROR$`, r.stdout)
+	require.Regexp(t, `(?m)^NODE\s+LOCK\s+TOKEN\s+OWNER\s+TTL\s+FENCE\s+WAITING\s+RTT\s+ERROR$`, r.stdout)
 
 	// Busy: one attempt, exit 4, one line naming the holder.
 	r = cli(t, env, "acquire", "deploy")

@@ -351,6 +351,13 @@ func TestE2ERunWaitersTakeTurnsInArrivalOrder(t *testing.T) {
 			return true
 		})
 	}
+	r = cli(t, env, "status", "turns", "--json")
+	requireCode(t, r, exitOK, "")
+	st := decode(t, r)
+	require.Equal(t, float64(procs), st["waiting"], "status shows the queue")
+	for _, n := range st["nodes"].([]any) {
+		require.Equal(t, float64(procs), n.(map[string]any)["waiting"])
+	}
 	r = cli(t, env, "release", "turns", "--token", token)
 	requireCode(t, r, exitOK, "")
 	for _, rn := range runs {

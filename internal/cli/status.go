@@ -20,6 +20,7 @@ type statusNode struct {
 	Owner       string  `json:"owner,omitempty"`
 	TTLMillis   int64   `json:"ttl_ms"`
 	Fence       uint64  `json:"fence"`
+	Waiting     int     `json:"waiting"`
 	RTTMillis   float64 `json:"rtt_ms"`
 	Error       string  `json:"error,omitempty"`
 }
@@ -43,6 +44,7 @@ type statusResult struct {
 	Total    int           `json:"total"`
 	Quorum   int           `json:"quorum"`
 	Fence    uint64        `json:"fence"`
+	Waiting  int           `json:"waiting"`
 	Nodes    []statusNode  `json:"nodes"`
 }
 
@@ -53,7 +55,8 @@ func (a *App) statusCmd() *cobra.Command {
 		Use:   "status RESOURCE [-n K]",
 		Short: "Show the lock on every node and the overall verdict",
 		Long: `Show, per node, whether it answered (with the error if not), the holder's
-token prefix and owner, the remaining TTL and the node's fence counter; then
+token prefix and owner, the remaining TTL, the node's fence counter and the
+callers waiting in the lock's queue on it; then
 the verdict: held (a majority agrees on one token), free (a majority holds no
 lock), or unknown (no majority answered, or the answers disagree: a lock
 being taken or expiring). With -n K, the same for each slot RESOURCE#0 ..
@@ -130,6 +133,8 @@ func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
 		n.Reachable = true
 		n.Fence = uint64(ns.Info.Fence)
 		res.Fence = max(res.Fence, n.Fence)
+		n.Waiting = ns.Info.Waiters
+		res.Waiting = max(res.Waiting, n.Waiting)
 		if ns.Info.Held {
 			n.Held = true
 			n.TokenPrefix = redact.TokenPrefix(ns.Info.Token)
@@ -175,16 +180,16 @@ func unwrapNode(err error) error {
 // printStatus prints status's table and verdict.
 func (a *App) printStatus(res statusResult) {
 	tw := a.table()
-	fmt.Fprintln(tw, "NODE\tLOCK\tTOKEN\tOWNER\tTTL\tFENCE\tRTT\tERROR")
+	fmt.Fprintln(tw, "NODE\tLOCK\tTOKEN\tOWNER\tTTL\tFENCE\tWAITING\tRTT\tERROR")
 	for _, n := range res.Nodes {
 		rtt := fmtDuration(time.Duration(n.RTTMillis * float64(time.Millisecond)))
 		switch {
 		case !n.Reachable:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\t%s\n", n.Addr, rtt, n.Error)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t%s\t%s\n", n.Addr, rtt, n.Error)
 		case n.Held:
-			fmt.Fprintf(tw, "%s\theld\t%s\t%s\t%s\t%d\t%s\t\n", n.Addr, n.TokenPrefix, n.Owner, ttlText(n.TTLMillis), n.Fence, rtt)
+			fmt.Fprintf(tw, "%s\theld\t%s\t%s\t%s\t%d\t%d\t%s\t\n", n.Addr, n.TokenPrefix, n.Owner, ttlText(n.TTLMillis), n.Fence, n.Waiting, rtt)
 		default:
-			fmt.Fprintf(tw, "%s\tfree\t-\t-\t-\t%d\t%s\t\n", n.Addr, n.Fence, rtt)
+			fmt.Fprintf(tw, "%s\tfree\t-\t-\t-\t%d\t%d\t%s\t\n", n.Addr, n.Fence, n.Waiting, rtt)
 		}
 	}
 	_ = tw.Flush()
