@@ -481,15 +481,7 @@ func CheckSemaphores(leases []SemLease, r *Report) {
 	if r.SemMax == nil {
 		r.SemMax, r.SemLimit = map[string]int{}, map[string]int{}
 	}
-	bySem := map[string][]SemLease{}
-	for _, l := range leases {
-		bySem[l.Semaphore] = append(bySem[l.Semaphore], l)
-	}
-	names := make([]string, 0, len(bySem))
-	for name := range bySem {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names, bySem := groupBy(leases, func(l SemLease) string { return l.Semaphore })
 	for _, name := range names {
 		var valid []SemLease
 		limit := math.MaxInt
@@ -547,15 +539,7 @@ func semPeak(name string, limit int, leases []SemLease, r *Report) int {
 // semSlots counts the leases of one semaphore (all with non-empty windows)
 // whose window overlaps that of an earlier lease of the same slot.
 func semSlots(name string, leases []SemLease, r *Report) {
-	bySlot := map[string][]SemLease{}
-	for _, l := range leases {
-		bySlot[l.Slot] = append(bySlot[l.Slot], l)
-	}
-	slots := make([]string, 0, len(bySlot))
-	for slot := range bySlot {
-		slots = append(slots, slot)
-	}
-	slices.Sort(slots)
+	slots, bySlot := groupBy(leases, func(l SemLease) string { return l.Slot })
 	for _, slot := range slots {
 		ls := bySlot[slot]
 		slices.SortFunc(ls, func(a, b SemLease) int { return cmp.Compare(a.AcquiredAt, b.AcquiredAt) })
@@ -572,4 +556,20 @@ func semSlots(name string, leases []SemLease, r *Report) {
 			}
 		}
 	}
+}
+
+// groupBy groups leases by key, keeping their order within each group, and
+// returns the keys sorted.
+func groupBy(leases []SemLease, key func(SemLease) string) ([]string, map[string][]SemLease) {
+	groups := map[string][]SemLease{}
+	for _, l := range leases {
+		k := key(l)
+		groups[k] = append(groups[k], l)
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, groups
 }

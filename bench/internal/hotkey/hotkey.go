@@ -48,22 +48,28 @@ type Result struct {
 }
 
 // Rate returns acquisitions per second.
-func (r Result) Rate() float64 {
-	if r.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Acquisitions) / r.Elapsed.Seconds()
-}
+func (r Result) Rate() float64 { return rate(float64(r.Acquisitions), r.Elapsed) }
 
 // ShareRatio returns the largest worker's acquisitions over the smallest's
 // (a worker that never acquired counts as one, so the ratio stays finite),
 // and how many workers never acquired.
-func (r Result) ShareRatio() (ratio float64, starved int) {
-	if len(r.PerWorker) == 0 {
+func (r Result) ShareRatio() (ratio float64, starved int) { return shareRatio(r.PerWorker) }
+
+// rate is n per second of elapsed (0 for no time).
+func rate(n float64, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return n / elapsed.Seconds()
+}
+
+// shareRatio is ShareRatio over per-worker acquisition counts.
+func shareRatio[T int | int64](perWorker []T) (ratio float64, starved int) {
+	if len(perWorker) == 0 {
 		return 0, 0
 	}
-	lo, hi := r.PerWorker[0], r.PerWorker[0]
-	for _, n := range r.PerWorker {
+	lo, hi := perWorker[0], perWorker[0]
+	for _, n := range perWorker {
 		lo, hi = min(lo, n), max(hi, n)
 		if n == 0 {
 			starved++

@@ -216,24 +216,7 @@ func overlaps(recs []Record, limit int, idx []int) (over []bool, most int) {
 // ShareRatio returns the largest worker's acquisitions over the smallest's
 // (a worker that never acquired counts as one, so the ratio stays finite),
 // and how many workers never acquired.
-func (m Merged) ShareRatio() (ratio float64, starved int) {
-	if len(m.PerWorker) == 0 {
-		return 0, 0
-	}
-	lo, hi := m.PerWorker[0], m.PerWorker[0]
-	for _, n := range m.PerWorker {
-		lo, hi = min(lo, n), max(hi, n)
-		if n == 0 {
-			starved++
-		}
-	}
-	return float64(hi) / float64(max(lo, 1)), starved
-}
+func (m Merged) ShareRatio() (ratio float64, starved int) { return shareRatio(m.PerWorker) }
 
 // Rate returns acquisitions per second.
-func (m Merged) Rate() float64 {
-	if m.Elapsed <= 0 {
-		return 0
-	}
-	return float64(m.Acquisitions) / m.Elapsed.Seconds()
-}
+func (m Merged) Rate() float64 { return rate(float64(m.Acquisitions), m.Elapsed) }
