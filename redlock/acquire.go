@@ -41,7 +41,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			l.hub.leave(key, w)
 		}
 		if queued {
-			l.leaveQueue(key, p, l.allIdxs(), nil)
+			l.leaveQueue(key, p, l.allIdxs(), p.pending)
 		}
 	}()
 	var last error // the last attempt's *AcquireError

@@ -31,7 +31,9 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	opCtx := context.WithoutCancel(ctx)
 	if p != nil {
 		// Calls may outlive the attempt, and the caller updates its place
-		// for the next one: they read a copy.
+		// for the next one: they read a copy. The caller's final leave
+		// waits for them.
+		p.pending = &ls.acquiring
 		c := *p
 		p = &c
 	}

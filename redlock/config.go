@@ -91,7 +91,7 @@ type Config struct {
 	// the queue, and a node grants a free lock only to the head while its
 	// ticket is alive, so waiters from any process take turns in arrival
 	// order instead of splitting the nodes' votes (docs/design.md, section
-	// 10.1). A waiter renews its place at least every QueueTTL/3; a waiter
+	// 11.1). A waiter renews its place at least every QueueTTL/3; a waiter
 	// that dies holds up the lock for at most QueueTTL after its turn
 	// comes. TryAcquire never queues, and is refused while others wait.
 	// Defaults to LeaseDuration (or twice NodeCallTimeout if that is longer); must be at least twice NodeCallTimeout and

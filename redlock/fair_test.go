@@ -175,8 +175,9 @@ func TestTryAcquireDoesNotJumpTheQueue(t *testing.T) {
 		_, err := b.Acquire(ctx, resource) // the lease is Closed with b
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{1, 1, 1}) },
-		5*time.Second, 5*time.Millisecond)
+	var seen []int64
+	require.Eventually(t, func() bool { seen = placesOn(t, c, key); return slices.Equal(seen, []int64{1, 1, 1}) },
+		5*time.Second, 5*time.Millisecond, "places %v", &seen)
 
 	// Freed by hand, without an announcement: b is not woken, and keeps its place.
 	for _, s := range c.Servers() {
@@ -258,4 +259,82 @@ func TestSemaphoreWaitersPassTheGateInArrivalOrder(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, []int{0, 1, 2, 3}, order)
+}
+
+// TestSemaphoreTryAcquireChecksTheGate: concurrent TryAcquire calls take
+// free slots without refusing each other; while a caller holds the gate,
+// TryAcquire is refused even with a slot free.
+func TestSemaphoreTryAcquireChecksTheGate(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	cfg := redlock.Config{LeaseDuration: 30 * time.Second,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}
+	const k = 4
+	sems := make([]*redlock.Semaphore, k)
+	for i := range sems {
+		var err error
+		sems[i], err = processLocker(t, c, cfg).NewSemaphore("try-pool", k)
+		require.NoError(t, err)
+	}
+	leases := make([]*redlock.Lease, k)
+	var wg sync.WaitGroup
+	for i, s := range sems {
+		wg.Go(func() {
+			var err error
+			leases[i], err = s.TryAcquire(testutil.Context(t))
+			assertNoError(t, err)
+		})
+	}
+	wg.Wait()
+	for _, ls := range leases {
+		require.NotNil(t, ls, "free slots were refused to concurrent TryAcquire calls")
+	}
+
+	// A slot is free, but a caller holds the gate (as one waiting for a
+	// slot does): TryAcquire does not pass it.
+	require.NoError(t, leases[0].Release(testutil.Context(t)))
+	gate, err := processLocker(t, c, cfg).Acquire(testutil.Context(t), "try-pool#gate")
+	require.NoError(t, err)
+	_, err = sems[0].TryAcquire(testutil.Context(t))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, "wait for a slot")
+	require.NoError(t, gate.Release(testutil.Context(t)))
+	leases[0], err = sems[0].TryAcquire(testutil.Context(t))
+	require.NoError(t, err, "the gate is clear again")
+	for _, ls := range leases {
+		require.NoError(t, ls.Release(testutil.Context(t)))
+	}
+}
+
+// TestClosingALockerLeavesNoPlaceBehind: a waiter whose Locker is closed
+// returns, and its places are gone from every node.
+func TestClosingALockerLeavesNoPlaceBehind(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	cfg := redlock.Config{LeaseDuration: 30 * time.Second,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}
+	holder := processLocker(t, c, cfg)
+	lease, err := holder.Acquire(testutil.Context(t), "closing")
+	require.NoError(t, err)
+	key := holder.Key("closing")
+
+	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	waiter, err := redlock.New(nodes, cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(testutil.Context(t), "closing")
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{1, 1, 1}) },
+		5*time.Second, 5*time.Millisecond)
+	require.NoError(t, waiter.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, redlock.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not return when its Locker was closed")
+	}
+	require.Equal(t, []int64{0, 0, 0}, placesOn(t, c, key))
+	require.NoError(t, lease.Release(testutil.Context(t)))
 }

@@ -213,7 +213,8 @@ func (h *waitHub) released(key, id string) {
 //
 // An empty msg says that a node's announcements of key may have been
 // missed (its subscription was cut and is back): the first waiter tries
-// again. A head announced by a waiter's leaving (an id starting with "~")
+// again, and so does every waiter that queued on the nodes (any of them
+// may be the head there). A head announced by a waiter's leaving (an id starting with "~")
 // is woken at once: the node's lock was free, and a wasted attempt is the
 // worst a minority's word can cost.
 func (h *waitHub) notify(key, msg string) {
@@ -227,6 +228,11 @@ func (h *waitHub) notify(key, msg string) {
 	switch {
 	case id == "":
 		kw.queue[0].signal()
+		for _, w := range kw.queue[1:] {
+			if w.id != "" { // the head of the nodes' queue may be any of them
+				w.signal()
+			}
+		}
 		return
 	case strings.HasPrefix(id, leaveMark):
 		kw.wake([]string{head})
@@ -322,11 +328,17 @@ func (h *waitHub) syncLocked(key string) {
 	}
 }
 
-// close ends every subscription and waits for pending syncs.
+// close ends every subscription and waits for pending syncs. Every waiter
+// is woken, to find the Locker closed (and leave the nodes' queues).
 func (h *waitHub) close() error {
 	h.mu.Lock()
 	h.closed = true
 	subs := h.subs
+	for _, kw := range h.keys {
+		for _, w := range kw.queue {
+			w.signal()
+		}
+	}
 	h.mu.Unlock()
 	h.syncs.Wait()
 	var errs []error

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -17,6 +18,9 @@ type place struct {
 	arrival int64
 	ticket  int64
 	ttl     time.Duration
+	// pending is the last attempt's node calls, which may still queue
+	// the place after the attempt returned.
+	pending *sync.WaitGroup
 }
 
 // ticketArg is the ticket argument of the acquire script: the agreed
@@ -47,26 +51,37 @@ func canQueue(nodes []Node) bool {
 	return true
 }
 
-// leaveQueue takes p out of key's queue on the nodes idxs, in the
-// background, once the attempts still running have ended (a late attempt
-// would queue it again); each call is bounded by NodeCallTimeout. A node
-// where p was the head of a free lock announces the next head.
-func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending interface{ Wait() }) {
-	if p == nil || len(idxs) == 0 || !l.enter() {
+// leaveQueue takes p out of key's queue on the nodes idxs once the calls
+// that may still queue it (pending, when not nil) have ended: in the
+// background, or at once in the caller's goroutine when the Locker is
+// closed (a closed Locker leaves no place behind). Each call is bounded by
+// NodeCallTimeout. A node where p was the head of a free lock announces the
+// next head.
+func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending *sync.WaitGroup) {
+	if p == nil || len(idxs) == 0 {
+		return
+	}
+	leave := func() {
+		if pending != nil {
+			pending.Wait()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.NodeCallTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, i := range idxs {
+			if r, ok := l.nodes[i].(rejoiner); ok {
+				wg.Go(func() { _ = r.leaveQueue(ctx, key, p.id) })
+			}
+		}
+		wg.Wait()
+	}
+	if !l.enter() {
+		leave()
 		return
 	}
 	go func() {
 		defer l.bg.Done()
-		if pending != nil {
-			pending.Wait()
-		}
-		l.yesNo(context.Background(), "leave", idxs, false, func(ctx context.Context, n Node) (bool, error) {
-			r, ok := n.(rejoiner)
-			if !ok {
-				return false, nil
-			}
-			return true, r.leaveQueue(ctx, key, p.id)
-		})
+		leave()
 	}()
 }
 

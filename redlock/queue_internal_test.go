@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,3 +136,35 @@ const (
 	tokenY      = "33333333333333333333333333333333"
 	tokenZ      = "44444444444444444444444444444444"
 )
+
+// TestManyLapsedPlacesDoNotHideTheHead: however many places lapsed before
+// the live head, the head is found (a newcomer is refused), and a grant
+// removes the winner's place.
+func TestManyLapsedPlacesDoNotHideTheHead(t *testing.T) {
+	const key = "redlock:{lapsed}"
+	now := time.Unix(1_800_000_000, 0)
+	q := newQueueNodes(t, 1, now)[0]
+	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	for i := range 250 {
+		g := q.acquire(t, key, tokenX, &place{id: fmt.Sprintf("dead%012d", i), ttl: 100 * time.Millisecond})
+		require.False(t, g.OK)
+	}
+	head := &place{id: "ffffffffffffffff", ttl: time.Hour}
+	later := &place{id: "0000000000000000", ttl: time.Hour}
+	require.EqualValues(t, 251, q.acquire(t, key, tokenY, head).ticket)
+	require.EqualValues(t, 252, q.acquire(t, key, tokenZ, later).ticket)
+	ok, err := q.node.Release(context.Background(), key, tokenHolder)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	q.m.SetTime(now.Add(time.Second)) // the 250 places lapse
+	g := q.acquire(t, key, tokenZ, later)
+	require.False(t, g.OK, "the live head is still first")
+	require.Equal(t, queuedReason, g.Reason)
+	require.True(t, q.acquire(t, key, tokenY, head).OK)
+	require.Equal(t, later.id, q.head(t, key), "the winner's place is gone, the lapsed ones too")
+	qt, _ := queueKeys(key)
+	n, err := q.m.ZMembers(qt)
+	require.NoError(t, err)
+	require.Len(t, n, 1)
+}

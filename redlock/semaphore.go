@@ -29,7 +29,8 @@ const MaxSlots = 1024
 // "R#gate" taken with Locker.Acquire, so they get slots in the order they
 // queued at the gate, across processes. The gate is held only while its
 // holder takes a slot (or waits for one); it costs two round trips per
-// acquisition.
+// acquisition. TryAcquire does not take the gate; it checks that no one
+// waits there.
 type Semaphore struct {
 	l        *Locker
 	resource string
@@ -64,22 +65,45 @@ func (l *Locker) NewSemaphore(resource string, k int) (*Semaphore, error) {
 	return s, nil
 }
 
-// pass takes the semaphore's gate, waiting in its fair queue when wait is
-// set, and returns the function that gives it back; without a gate it
-// does nothing.
-func (s *Semaphore) pass(ctx context.Context, wait bool) (func(), error) {
+// pass waits for the semaphore's gate in its fair queue and returns the
+// function that gives it back; without a gate it does nothing.
+func (s *Semaphore) pass(ctx context.Context) (func(), error) {
 	if s.gate == "" {
 		return func() {}, nil
 	}
-	take := s.l.TryAcquire
-	if wait {
-		take = s.l.Acquire
-	}
-	g, err := take(ctx, s.gate)
+	g, err := s.l.Acquire(ctx, s.gate)
 	if err != nil {
-		return nil, fmt.Errorf("redlock: semaphore %q: others are waiting: %w", s.resource, err)
+		return nil, fmt.Errorf("redlock: semaphore %q: waiting at its gate: %w", s.resource, err)
 	}
 	return func() { _ = g.Release(context.WithoutCancel(ctx)) }, nil
+}
+
+// gateClear reports, as an error wrapping ErrNotAcquired, that callers are
+// waiting at the semaphore's gate (its lock held, or places in its queue on
+// a node that answered); nil when none are, or when the nodes cannot tell
+// (the slots' own attempts then report it).
+func (s *Semaphore) gateClear(ctx context.Context) error {
+	if s.gate == "" {
+		return nil
+	}
+	st, err := s.l.Inspect(ctx, s.gate)
+	if err != nil {
+		return err
+	}
+	waiting := 0
+	for _, n := range st.Nodes {
+		if n.Err == nil {
+			waiting = max(waiting, n.Info.Waiters)
+		}
+	}
+	if st.State != Held && waiting == 0 {
+		return nil
+	}
+	if st.State == Held {
+		waiting++
+	}
+	return fmt.Errorf("redlock: semaphore %q: %d callers wait for a slot: %w", s.resource, waiting,
+		&AcquireError{Resource: s.gate, Needed: s.l.quorum, Total: len(s.l.nodes), Reason: "callers wait at the semaphore's gate", kind: ErrNotAcquired})
 }
 
 // SlotResource is the resource name of slot i of the semaphore on
@@ -96,14 +120,13 @@ func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) 
 // the lease of the first it gets. When none is granted it returns an error
 // wrapping the last slot's *AcquireError (ErrNotAcquired when the slots are
 // taken, ErrNoQuorum when nodes failed), whose HolderTTL is the shortest
-// holder TTL seen. It does not pass others waiting in Acquire: while the
-// gate is busy it is refused with the gate's *AcquireError.
+// holder TTL seen. It does not pass callers waiting in Acquire: while
+// any wait at the gate it is refused (ErrNotAcquired) without trying the
+// slots, which costs one round trip to the nodes before the slots.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
-	done, err := s.pass(ctx, false)
-	if err != nil {
+	if err := s.gateClear(ctx); err != nil {
 		return nil, err
 	}
-	defer done()
 	return s.trySlots(ctx)
 }
 
@@ -138,7 +161,7 @@ func (s *Semaphore) trySlots(ctx context.Context) (*Lease, error) {
 // (announced by a majority of nodes), and otherwise retries after the
 // Locker's backoff, never later than the shortest holder TTL seen.
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
-	done, err := s.pass(ctx, true)
+	done, err := s.pass(ctx)
 	if err != nil {
 		return nil, err
 	}

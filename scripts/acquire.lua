@@ -21,10 +21,11 @@
 -- in microseconds, then incremented.
 -- A repeated call with the same token (a client-side retry) answers {1,
 -- counter} again without counting a new holder.
--- Every check that can fail runs before the first write, so an error never
--- leaves a half-done acquisition behind, and someone else's data under the
--- same key names is never changed. A counter at 2^63-1, which INCR cannot
--- raise, is refused with FENCEEXHAUSTED.
+-- Every check that can fail runs before the first write of the
+-- acquisition (only lapsed places of the wait queue may be dropped
+-- before), so an error never leaves a half-done acquisition behind, and
+-- someone else's data under the same key names is never changed. A counter
+-- at 2^63-1, which INCR cannot raise, is refused with FENCEEXHAUSTED.
 local top = '9223372036854775807'
 local fence = redis.pcall('GET', KEYS[2])
 if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
@@ -60,7 +61,7 @@ if wid ~= '' or (KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1) then
     if head == wid then left = 0 end
     return {0, cur and redis.call('PTTL', KEYS[1]) or 0, ticket, left or 0}
   end
-  dequeue = head ~= nil
+  dequeue = wid ~= ''
 elseif cur then
   return {0, redis.call('PTTL', KEYS[1])}
 end

@@ -8,13 +8,14 @@
 if redis.call('EXISTS', KEYS[2]) == 0 or q_bad(KEYS[2], KEYS[3]) then
   return 0
 end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+local now = q_now()
+local first = q_head(KEYS[2], KEYS[3], now)
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then
   return 0
 end
 redis.call('ZREM', KEYS[3], ARGV[1])
-if first[1] == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-  local head = q_head(KEYS[2], KEYS[3], q_now())
+if first == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+  local head = q_head(KEYS[2], KEYS[3], now)
   if head then redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. head) end
 end
 return 1

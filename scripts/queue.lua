@@ -15,7 +15,8 @@ end
 -- a sorted set (someone else's data), or returns nil.
 local function q_bad(kq, ke)
   for _, k in ipairs({kq, ke}) do
-    local t = redis.call('TYPE', k)['ok']
+    local t = redis.call('TYPE', k)
+    if type(t) == 'table' then t = t['ok'] end
     if t ~= 'none' and t ~= 'zset' then return k end
   end
   return nil
@@ -24,20 +25,20 @@ end
 -- q_head drops expired tickets (and tickets without an expiry) and returns
 -- the head's id and the milliseconds its ticket has left, or nil.
 local function q_head(kq, ke, now)
-  local gone = redis.call('ZRANGEBYSCORE', ke, '-inf', now, 'LIMIT', 0, 100)
+  local gone = redis.call('ZRANGEBYSCORE', ke, '-inf', now)
   for _, id in ipairs(gone) do
     redis.call('ZREM', kq, id)
     redis.call('ZREM', ke, id)
   end
-  for _ = 1, 100 do
+  while true do
     local h = redis.call('ZRANGE', kq, 0, 0)
     if #h == 0 then return nil end
     local exp = tonumber(redis.call('ZSCORE', ke, h[1]))
     if exp and exp > now then return h[1], exp - now end
+    -- a place without a live expiry (not written by these scripts): drop it
     redis.call('ZREM', kq, h[1])
     redis.call('ZREM', ke, h[1])
   end
-  return nil
 end
 
 -- q_join gives waiter id a place for ttl milliseconds and returns its
