@@ -55,7 +55,8 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			}
 		}
 	}
-	syncs := 0 // attempts in a row made at once to agree on a ticket
+	syncs := 0  // attempts in a row made at once to agree on a ticket
+	splits := 0 // attempts in a row that some nodes granted
 	for attempts := 1; ; attempts++ {
 		start := time.Now()
 		lease, err := l.attempt(ctx, resource, p)
@@ -112,9 +113,15 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			}
 		}
 		if ae.Granted > 0 {
-			// Some nodes were free: other acquirers split the votes. Try
-			// again soon, at a random point so as not to split them again.
-			wait = min(wait, time.Duration(mrand.Int64N(int64(2*time.Since(start))+1)))
+			// Some nodes were free: other acquirers split the votes, or a
+			// holder's grant has not reached them. Try again soon, at a
+			// random point so as not to split them again, and later each
+			// time it happens again (a minority that stays free must not
+			// keep a waiter spinning until the holder releases).
+			wait = min(wait, time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(splits, 16)+1)))
+			splits++
+		} else {
+			splits = 0
 		}
 		if await(ctx, w, wait) != nil {
 			return nil, ctxEnded(ctx, resource, last)

@@ -26,6 +26,26 @@ func processLocker(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config) *
 	return newLocker(t, nodes, cfg)
 }
 
+// heldEverywhere waits until lease's lock stands on every node: an
+// Acquire returns once a majority granted, and a waiter that reached the
+// last node before the holder's call would be granted there (a minority)
+// instead of queued, which these tests do not want to depend on.
+func heldEverywhere(t *testing.T, l *redlock.Locker, lease *redlock.Lease) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		st, err := l.Inspect(testutil.Context(t), lease.Resource())
+		if err != nil {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.Err != nil || !n.Info.Held || n.Info.Token != lease.Token() {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond, "the lock never stood on every node")
+}
+
 // placesOn counts the places in key's wait queue on every node.
 func placesOn(t *testing.T, c *testutil.RedisCluster, key string) []int64 {
 	t.Helper()
@@ -54,6 +74,7 @@ func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 	holder := processLocker(t, c, cfg)
 	lease, err := holder.Acquire(testutil.Context(t), resource)
 	require.NoError(t, err)
+	heldEverywhere(t, holder, lease)
 	key := holder.Key(resource)
 
 	const waiters = 5
@@ -116,6 +137,7 @@ func TestADeadWaiterHoldsTheLockUpAtMostItsQueueTTL(t *testing.T) {
 	holder := processLocker(t, c, cfg)
 	lease, err := holder.Acquire(testutil.Context(t), resource)
 	require.NoError(t, err)
+	heldEverywhere(t, holder, lease)
 	key := holder.Key(resource)
 
 	// The dead waiter: a place taken by the acquire script, as a waiting
@@ -166,8 +188,9 @@ func TestTryAcquireDoesNotJumpTheQueue(t *testing.T) {
 		NewBackOff:    func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) },
 	}
 	a, b := processLocker(t, c, cfg), processLocker(t, c, cfg)
-	_, err := a.Acquire(testutil.Context(t), resource) // deleted by hand below
+	first, err := a.Acquire(testutil.Context(t), resource) // deleted by hand below
 	require.NoError(t, err)
+	heldEverywhere(t, a, first)
 	key := a.Key(resource)
 	ctx, cancel := context.WithCancel(testutil.Context(t))
 	done := make(chan error, 1)
@@ -225,6 +248,7 @@ func TestSemaphoreWaitersPassTheGateInArrivalOrder(t *testing.T) {
 	for i := range held {
 		held[i], err = sem.TryAcquire(testutil.Context(t))
 		require.NoError(t, err)
+		heldEverywhere(t, holder, held[i])
 	}
 	gate := holder.Key("fair-pool#gate")
 
@@ -314,6 +338,7 @@ func TestClosingALockerLeavesNoPlaceBehind(t *testing.T) {
 	holder := processLocker(t, c, cfg)
 	lease, err := holder.Acquire(testutil.Context(t), "closing")
 	require.NoError(t, err)
+	heldEverywhere(t, holder, lease)
 	key := holder.Key("closing")
 
 	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)

@@ -202,6 +202,19 @@ func TestQuorumErrorDescribesTheMissingMajority(t *testing.T) {
 	ctx := testutil.Context(t)
 	lease, err := l.TryAcquire(ctx, "q")
 	require.NoError(t, err)
+	// TryAcquire returns once a majority granted: let the last grants land.
+	require.Eventually(t, func() bool {
+		st, err := l.Inspect(ctx, "q")
+		if err != nil {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.Err != nil || n.Info.Token != lease.Token() {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
 	other := strings.Repeat("ab", 16)
 
 	var qe *redlock.QuorumError

@@ -326,6 +326,12 @@ func TestE2ERunWaitersTakeTurnsInArrivalOrder(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	token, _ := decode(t, r)["token"].(string)
 	require.NotEmpty(t, token)
+	// acquire returns once a majority granted; a run reaching the last node
+	// before acquire's call would be granted there instead of queued.
+	waitFor(t, 10*time.Second, "the lock held on every node", func() bool {
+		r := cli(t, env, "status", "turns", "--json")
+		return r.code == exitOK && decode(t, r)["held_on"] == float64(3)
+	})
 
 	const procs = 4
 	type run struct {
