@@ -21,11 +21,12 @@
 -- in microseconds, then incremented.
 -- A repeated call with the same token (a client-side retry) answers {1,
 -- counter} again without counting a new holder.
--- Every check that can fail runs before the first write of the
--- acquisition (only lapsed places of the wait queue may be dropped
--- before), so an error never leaves a half-done acquisition behind, and
--- someone else's data under the same key names is never changed. A counter
--- at 2^63-1, which INCR cannot raise, is refused with FENCEEXHAUSTED.
+-- Every check that can fail runs before the first write, so an error never
+-- leaves a half-done acquisition behind, and someone else's data under the
+-- same key names is never changed. A counter at 2^63-1, which INCR cannot
+-- raise, is refused with FENCEEXHAUSTED. The first write of a grant is SET
+-- and of a refusal that queues ZADD, both refused by a node out of memory
+-- (Redis lets a script that has written once go on writing).
 local top = '9223372036854775807'
 local fence = redis.pcall('GET', KEYS[2])
 if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
@@ -44,24 +45,28 @@ if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
   return {1, fence}
 end
 local wid = ARGV[6] or ''
-local dequeue = false
+local queued = false -- the lock has a queue, or the caller may have a place
+local gone = {}      -- lapsed places, removed after the grant's first write
 if wid ~= '' or (KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1) then
+  queued = true
   local bad = q_bad(KEYS[3], KEYS[4])
   if bad then
     return redis.error_reply('WRONGTYPE redlock queue key ' .. bad .. ' holds data that is not a redlock queue')
   end
   local now = q_now()
-  local head, left = q_head(KEYS[3], KEYS[4], now)
+  local head, left
+  head, left, gone = q_scan(KEYS[3], KEYS[4], now)
   local ticket = 0
   if wid ~= '' and (cur or (head and head ~= wid)) then
+    -- ZADD first: a node out of memory refuses before anything is written
     ticket = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now)
-    head, left = q_head(KEYS[3], KEYS[4], now)
+    q_purge(KEYS[3], KEYS[4], gone)
+    head, left = q_scan(KEYS[3], KEYS[4], now)
   end
   if cur or (head and head ~= wid) then
     if head == wid then left = 0 end
     return {0, cur and redis.call('PTTL', KEYS[1]) or 0, ticket, left or 0}
   end
-  dequeue = wid ~= ''
 elseif cur then
   return {0, redis.call('PTTL', KEYS[1])}
 end
@@ -69,11 +74,14 @@ if fence == top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
-if dequeue then
-  redis.call('ZREM', KEYS[3], wid)
-  redis.call('ZREM', KEYS[4], wid)
-end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+if queued then
+  if wid ~= '' then
+    redis.call('ZREM', KEYS[3], wid)
+    redis.call('ZREM', KEYS[4], wid)
+  end
+  q_purge(KEYS[3], KEYS[4], gone)
+end
 local floor = ARGV[4]
 if not fence then
   -- A new counter starts from the node's clock in microseconds, rounded down

@@ -22,23 +22,39 @@ local function q_bad(kq, ke)
   return nil
 end
 
--- q_head drops expired tickets (and tickets without an expiry) and returns
--- the head's id and the milliseconds its ticket has left, or nil.
-local function q_head(kq, ke, now)
+-- q_scan finds the head without writing: its id and the milliseconds its
+-- place has left (nil when the queue has no live place), and the ids of
+-- the lapsed places before it (a place with no live expiry is lapsed). A
+-- script that grants writes nothing before its first write that needs
+-- memory, so that a node out of memory refuses it (Redis lets a script
+-- that has already written go on writing).
+local function q_scan(kq, ke, now)
   local gone = redis.call('ZRANGEBYSCORE', ke, '-inf', now)
+  local dead = {}
+  for _, id in ipairs(gone) do dead[id] = true end
+  for _, id in ipairs(redis.call('ZRANGE', kq, 0, -1)) do
+    if not dead[id] then
+      local exp = tonumber(redis.call('ZSCORE', ke, id))
+      if exp and exp > now then return id, exp - now, gone end
+      table.insert(gone, id)
+    end
+  end
+  return nil, 0, gone
+end
+
+-- q_purge removes the lapsed places q_scan found.
+local function q_purge(kq, ke, gone)
   for _, id in ipairs(gone) do
     redis.call('ZREM', kq, id)
     redis.call('ZREM', ke, id)
   end
-  while true do
-    local h = redis.call('ZRANGE', kq, 0, 0)
-    if #h == 0 then return nil end
-    local exp = tonumber(redis.call('ZSCORE', ke, h[1]))
-    if exp and exp > now then return h[1], exp - now end
-    -- a place without a live expiry (not written by these scripts): drop it
-    redis.call('ZREM', kq, h[1])
-    redis.call('ZREM', ke, h[1])
-  end
+end
+
+-- q_head is q_scan that also removes the lapsed places.
+local function q_head(kq, ke, now)
+  local head, left, gone = q_scan(kq, ke, now)
+  q_purge(kq, ke, gone)
+  return head, left
 end
 
 -- q_join gives waiter id a place for ttl milliseconds and returns its
