@@ -22,7 +22,6 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/e6344662/go-redlock/chaos"
 	"github.com/e6344662/go-redlock/fencing"
@@ -607,20 +606,7 @@ func (e *env) clientRejoinDelay() time.Duration {
 // timeouts and single attempts of testutil's clients: through the node's
 // proxy (sc.proxied), or from the client's own address (sc.netns).
 func (e *env) nodeClient(id, j int) *redis.Client {
-	opts := &redis.Options{
-		Addr:                  e.nodes[j].Addr(),
-		DialTimeout:           nodeTimeout,
-		ReadTimeout:           nodeTimeout,
-		WriteTimeout:          nodeTimeout,
-		PoolTimeout:           nodeTimeout,
-		DialerRetries:         1,
-		MaxRetries:            -1,
-		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
-		MaintNotificationsConfig: &maintnotifications.Config{
-			Mode: maintnotifications.ModeDisabled,
-		},
-	}
+	opts := testutil.FastFailOptions(e.nodes[j].Addr(), "", nodeTimeout)
 	switch {
 	case e.proxies != nil:
 		opts.Addr = e.proxies[j].Addr()

@@ -1,6 +1,6 @@
 -- inspect: read one resource's state without changing it.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) the expiry key of
--- the lock's wait queue (queue.lua)
+-- the lock's wait queue (queue.lua, included above)
 -- Returns {type of the lock key, its value or false, its PTTL, fence counter
 -- or false, the number of live places in the wait queue}.
 local kind = redis.call('TYPE', KEYS[1])
@@ -16,9 +16,7 @@ if KEYS[3] then
   local qkind = redis.call('TYPE', KEYS[3])
   if type(qkind) == 'table' then qkind = qkind['ok'] end
   if qkind == 'zset' then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    waiting = #redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. string.format('%.0f', now), '+inf')
+    waiting = #redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. string.format('%.0f', q_now()), '+inf')
   end
 end
 return {kind, value, redis.call('PTTL', KEYS[1]), fence, waiting}

@@ -67,7 +67,7 @@ var (
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue's expiry key. Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.
-	Inspect = redis.NewScript(inspectSrc)
+	Inspect = redis.NewScript(queueSrc + inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.
 	// Replies {1, token} when written, {0, highest token seen} when stale.

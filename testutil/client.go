@@ -20,10 +20,12 @@ const (
 	redisTimeout = 500 * time.Millisecond
 )
 
-// fastFailOptions returns client options under which a dead, paused or
+// FastFailOptions returns client options under which a dead, paused or
 // failing server costs one short timeout at most: a single dial attempt, no
 // command retries, and socket deadlines that follow the caller's context.
-func fastFailOptions(addr, password string, timeout time.Duration) *redis.Options {
+// Tests that build their own clients to test servers (through a proxy,
+// from another address) start from these.
+func FastFailOptions(addr, password string, timeout time.Duration) *redis.Options {
 	return &redis.Options{
 		Addr:                  addr,
 		Password:              password,

@@ -136,7 +136,7 @@ func (c *MiniCluster) URLs() []string {
 // Client returns a new go-redis client to node i with short timeouts and no
 // retries; the cluster closes it at cleanup.
 func (c *MiniCluster) Client(i int) *redis.Client {
-	return c.clients.add(redis.NewClient(fastFailOptions(c.server(i).addr, "", miniTimeout)))
+	return c.clients.add(redis.NewClient(FastFailOptions(c.server(i).addr, "", miniTimeout)))
 }
 
 // Nodes returns one redlock node per server, in node order, each over a new

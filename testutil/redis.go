@@ -578,7 +578,7 @@ func (s *RedisServer) LogPath() string { return s.logPath }
 // a client that failed PoolSize dials in a row stops dialing for about a
 // second. With WithTLS the client speaks TLS and trusts the server's CA.
 func (s *RedisServer) Client() *redis.Client {
-	opts := fastFailOptions(s.addr, s.password, redisTimeout)
+	opts := FastFailOptions(s.addr, s.password, redisTimeout)
 	if s.tlsConf != nil {
 		opts.TLSConfig = s.tlsConf.Clone()
 	}

@@ -138,7 +138,7 @@ func startSentinel(t testing.TB, bin, name string, o redisOptions) (*SentinelGro
 		return nil, err
 	}
 	for _, s := range g.sentinels {
-		g.admins = append(g.admins, redis.NewSentinelClient(fastFailOptions(s.Addr(), "", redisTimeout)))
+		g.admins = append(g.admins, redis.NewSentinelClient(FastFailOptions(s.Addr(), "", redisTimeout)))
 	}
 
 	err = awaitSettled(ctx, "the sentinels to know the group", func(ctx context.Context) (*RedisServer, error) {
