@@ -461,6 +461,8 @@ func BenchmarkHotKeyProcesses(b *testing.B) {
 				b.ReportMetric(r.Rate(), "acq/s")
 				b.ReportMetric(stats.Micros(stats.Quantile(r.Handoffs, 0.50)), "handoff-p50-us")
 				b.ReportMetric(p99(r.Handoffs), "handoff-p99-us")
+				b.ReportMetric(stats.Micros(mean(r.Handoffs)), "handoff-mean-us")
+				b.ReportMetric(stats.Micros(r.Held/time.Duration(max(r.Acquisitions, 1))), "hold-mean-us")
 				b.ReportMetric(p99(r.CrossHandoffs), "xproc-handoff-p99-us")
 				b.ReportMetric(p99(r.Waits), "wait-p99-us")
 				b.ReportMetric(float64(len(r.Handoffs))/acq, "handoffs/acq")
@@ -530,4 +532,13 @@ func BenchmarkSemaphoreProcesses(b *testing.B) {
 		b.ReportMetric(float64(sem.MaxHolders), "sem-max-holders")
 		b.ReportMetric(float64(mu.Overlaps+sem.Overlaps), "overlaps")
 	})
+}
+
+// mean is the average of ds (0 for none).
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(max(len(ds), 1))
 }

@@ -20,7 +20,13 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		return nil, ErrClosed
 	}
 	defer l.bg.Done()
-	ls := newLease(l, resource, newToken())
+	token := ""
+	if p != nil {
+		token = p.token // the same for every attempt of one Acquire
+	} else {
+		token = newToken()
+	}
+	ls := newLease(l, resource, token)
 	start := time.Now()
 	validUntil := start.Add(l.cfg.validity())
 	ls.validUntil = validUntil
@@ -29,6 +35,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	// after success does not cut short calls still pending; each fan-out
 	// bounds them by NodeCallTimeout, which is below the validity.
 	opCtx := context.WithoutCancel(ctx)
+	orig := p
 	if p != nil {
 		// Calls may outlive the attempt, and the caller updates its place
 		// for the next one: they read a copy. The caller's final leave
@@ -56,6 +63,17 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		return v.add(l, r)
 	})
 	granted, counters := v.granted, v.counters
+	if v.left > 0 {
+		// A node where our token already held the lock (a lock handed over
+		// to us) keeps it only for what it had left.
+		if t := start.Add(v.left - l.cfg.drift()); t.Before(validUntil) {
+			validUntil = t
+			ls.validUntil = t
+		}
+	}
+	if orig != nil && orig.first.IsZero() {
+		orig.first = start
+	}
 	switch {
 	case ctx.Err() != nil:
 		failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
@@ -87,43 +105,73 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 					v.unsure = append(v.unsure, r.idx)
 				} else if r.val.OK {
 					v.granted = append(v.granted, r.idx)
+					v.counters[r.idx] = r.val.Counter // a hand-over announced with it is stale once cleaned
 				}
 				return false
 			})
 		}
 		// The caller waits for the nodes that answered and may hold the
 		// lock, not for the others (a paused node never holds it up).
+		var late *lateResult
+		if orig != nil {
+			late = &lateResult{}
+		}
+		quick, all := l.cleanup(ls, append(v.granted, v.unsure...), v.answered, replies, late)
+		if orig != nil {
+			// The next attempt uses the same token: it waits for all of
+			// the clean-up, and a hand-over announced before a node was
+			// cleaned is stale.
+			orig.cleaned, orig.late = all, late
+			orig.lateNodes = orig.lateNodes[:0]
+			for i := range l.nodes {
+				switch {
+				case slices.Contains(v.granted, i):
+					orig.dropped[i] = v.counters[i]
+				case slices.Contains(v.unsure, i):
+					orig.dropped[i] = notCounted
+				case !slices.Contains(v.answered, i):
+					orig.lateNodes = append(orig.lateNodes, i)
+				}
+			}
+		}
 		select {
-		case <-l.cleanup(ls, append(v.granted, v.unsure...), v.answered):
+		case <-quick:
 		case <-ctx.Done():
 		}
 		return nil, failure
 	}
+	if !l.establish(ls, granted, fence, p) {
+		quick, _ := l.cleanup(ls, append(v.granted, v.unsure...), v.answered, nil, nil)
+		<-quick
+		return nil, ErrClosed
+	}
+	return ls, nil
+}
 
+// establish makes ls, granted by the nodes with the given indexes with
+// fencing token fence, a held lease and starts its renewal. With p, the
+// lease's release also removes p's place where it may still stand (nodes
+// that did not grant; a lock handed over there meanwhile is the lease's,
+// renewed and released with the others). It reports false, having done
+// nothing, when the Locker is closed. It must be called while the caller
+// holds its count in l.bg (enter).
+func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *place) bool {
 	ls.fence = fence
 	ls.granted = make([]string, len(granted))
 	for k, i := range granted {
 		ls.granted[k] = l.nodes[i].Addr()
 	}
-	if !l.track(ls) {
-		<-l.cleanup(ls, append(v.granted, v.unsure...), v.answered)
-		return nil, ErrClosed
+	if p != nil && len(granted) < len(l.nodes) {
+		ls.place = p.member
 	}
-	if p != nil && len(granted) < n {
-		// The place may still stand where the lock was not granted.
-		rest := make([]int, 0, n-len(granted))
-		for i := range l.nodes {
-			if !slices.Contains(granted, i) {
-				rest = append(rest, i)
-			}
-		}
-		l.leaveQueue(ls.key, p, rest, &ls.acquiring)
+	if !l.track(ls) {
+		return false
 	}
 	// Calls still pending keep running (bounded by NodeCallTimeout); the
 	// lease waits for them when it ends.
 	l.bg.Add(1) // until the lease ends
 	ls.start()
-	return ls, nil
+	return true
 }
 
 // tallyAcquire is the bookkeeping of one attempt's acquire round: which
@@ -132,6 +180,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 type tallyAcquire struct {
 	granted, answered, unsure []int
 	counters                  []fencing.Token // by node index
+	left                      time.Duration   // least Grant.left of the grants, 0 for none
 	ae                        AcquireError
 }
 
@@ -153,6 +202,9 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 	case r.val.OK:
 		v.granted = append(v.granted, r.idx)
 		v.counters[r.idx] = r.val.Counter
+		if r.val.left > 0 && (v.left == 0 || r.val.left < v.left) {
+			v.left = r.val.left
+		}
 	default:
 		refusal := l.nodes[r.idx].Addr()
 		if r.val.Reason != "" {
@@ -233,31 +285,60 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 // at once on the nodes in now (those that granted, or failed with an
 // unknown outcome), and on each node that had not answered once its call
 // has ended, so that no late grant outlives the attempt. Nodes that
-// answered with a refusal hold nothing of ours. The channel it returns is
-// closed when the nodes in now are clean. It must be called while the
-// attempt holds its count in l.bg (enter).
-func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
+// answered with a refusal hold nothing of ours. With late (the attempt's
+// replies, of which the attempt read those of answered), a late call that
+// was refused is left alone, and what the late calls said is written to
+// out, if not nil, before the second channel closes; without it every node
+// that had not answered is released. The first channel it returns is
+// closed when the nodes in now are clean, the second when every node is.
+// It must be called while the attempt holds its count in l.bg (enter).
+func (l *Locker) cleanup(ls *Lease, now, answered []int, late <-chan reply[Grant], out *lateResult) (quick, all <-chan struct{}) {
 	ls.cancel(ErrLeaseReleased)
-	quick := make(chan struct{})
+	q, a := make(chan struct{}), make(chan struct{})
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
+		defer close(a)
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, ls.key, ls.token, false)
+			l.releaseOn(ctx, now, ls.key, ls.token, false, "")
 		}
-		close(quick)
+		close(q)
 		if len(answered) == len(l.nodes) {
 			return
 		}
-		ls.acquiring.Wait()
-		rest := make([]int, 0, len(l.nodes)-len(answered))
-		for i := range l.nodes {
-			if !slices.Contains(answered, i) {
-				rest = append(rest, i)
+		ls.acquiring.Wait() // every late reply is in late now
+		var rest []int
+		if late == nil {
+			for i := range l.nodes {
+				if !slices.Contains(answered, i) {
+					rest = append(rest, i)
+				}
 			}
 		}
-		l.releaseOn(ctx, rest, ls.key, ls.token, false)
+		for late != nil {
+			var r reply[Grant]
+			select {
+			case r = <-late:
+			default:
+				late = nil
+				continue
+			}
+			switch {
+			case r.err != nil || r.val.OK:
+				rest = append(rest, r.idx)
+				if out != nil {
+					out.released = append(out.released, r.idx)
+					out.counters = append(out.counters, notCounted)
+					if r.err == nil {
+						out.counters[len(out.counters)-1] = r.val.Counter
+					}
+				}
+			}
+		}
+		if len(rest) > 0 {
+			l.releaseOn(ctx, rest, ls.key, ls.token, false, "")
+		}
 	}()
-	return quick
+	return q, a
 }

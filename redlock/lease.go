@@ -29,6 +29,9 @@ type Lease struct {
 	token    string
 	fence    fencing.Token
 	granted  []string
+	// place is the fair Acquire's place in the wait queue, which the
+	// release removes from the nodes that did not grant ("" for none).
+	place string
 
 	// ctx is the lease's own cancel context; Context returns it wrapped in
 	// a leaseCtx, which also ends it when ValidUntil has passed.
@@ -235,7 +238,7 @@ func (ls *Lease) setValidUntil(t time.Time) {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseAll(ctx, ls.key, ls.token, true)
+	t, h := l.releaseOn(ctx, l.allIdxs(), ls.key, ls.token, true, ls.place)
 	if t.yes >= l.quorum {
 		h.mu.Lock()
 		listeners, heads := h.listeners, slices.Clone(h.heads)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,6 +24,10 @@ type Locker struct {
 	quorum   int
 	seedStep string // seedStep(cfg)
 	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
+	// inbox is the key whose release channel carries the locks the nodes
+	// hand over to this Locker's waiters ("" when it has none: see
+	// newInbox).
+	inbox string
 
 	mu     sync.Mutex
 	closed bool
@@ -63,6 +68,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
 		fair:     cfg.QueueTTL > 0 && canQueue(nodes),
+		inbox:    newInbox(cfg),
 		nodes:    append([]Node(nil), nodes...),
 		quorum:   len(nodes)/2 + 1,
 		leases:   make(map[*Lease]struct{}),
@@ -108,6 +114,20 @@ func checkResource(resource string) error {
 		return fmt.Errorf("%w: resource name must not start with '}'", ErrInvalidResource)
 	}
 	return nil
+}
+
+// newInbox names a Locker's inbox: a key under the Locker's prefix (so
+// that an ACL limited to the prefix's channels allows it) that no lock
+// uses, its resource starting with "~" and a random id. The nodes announce
+// a hand-over to one of the Locker's waiters on its release channel alone,
+// so that the other processes waiting for the lock are not woken by it. A
+// prefix with a space has no inbox (a place names its inbox between
+// spaces): hand-overs are then announced on the lock's own channel.
+func newInbox(cfg Config) string {
+	if strings.ContainsAny(cfg.KeyPrefix, " ") {
+		return ""
+	}
+	return cfg.KeyPrefix + "{~" + newToken()[:16] + "}"
 }
 
 // newToken draws a fresh 128-bit token from crypto/rand, hex encoded.

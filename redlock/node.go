@@ -58,6 +58,10 @@ type Grant struct {
 	// (0: the caller is the head, or no queue).
 	ticket   int64
 	headLeft time.Duration
+	// left is what the lock had left when the caller's token already held
+	// it (a retry, or a lock handed over to the caller); 0 for a new grant,
+	// which lasts the full lease duration.
+	left time.Duration
 }
 
 // LockInfo is the state of one resource on one node.

@@ -3,11 +3,14 @@ package redlock
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/fencing"
 )
 
 // waitHub lets a Locker's waiters sleep until a release of their key has
@@ -20,12 +23,13 @@ import (
 type waitHub struct {
 	l *Locker
 
-	mu     sync.Mutex
-	opened bool
-	closed bool
-	subs   []*hubSub // nil entries for nodes that are not Notifiers
-	keys   map[string]*keyWait
-	syncs  sync.WaitGroup
+	mu      sync.Mutex
+	opened  bool
+	closed  bool
+	inboxed bool      // the Locker's inbox is watched (Locker.inbox)
+	subs    []*hubSub // nil entries for nodes that are not Notifiers
+	keys    map[string]*keyWait
+	syncs   sync.WaitGroup
 }
 
 // keyWait is the queue of one key's waiters and the releases of the key
@@ -39,12 +43,14 @@ type keyWait struct {
 
 // heardRelease counts the nodes that announced one release; done is set
 // once it woke a waiter (or was this Locker's own release). heads are the
-// heads of the lock's wait queue the nodes named (Config.QueueTTL).
+// heads of the lock's wait queue the nodes named without handing the lock
+// over to them (Config.QueueTTL).
 type heardRelease struct {
-	id    string
-	nodes int
-	done  bool
-	heads []string
+	id     string
+	nodes  int
+	done   bool
+	handed bool // a node handed the lock over to a waiter
+	heads  []string
 }
 
 // maxHeard bounds the releases a keyWait remembers. Releases of one key
@@ -68,10 +74,13 @@ func (kw *keyWait) release(id string) *heardRelease {
 
 // waiter is one Acquire call waiting for its turn; wake holds at most one
 // pending wake-up. id is its waiter id in the nodes' wait queue ("" when
-// it does not queue there).
+// it does not queue there); handed holds, by node index, the highest fence
+// counter with which a node announced handing the lock over to it (guarded
+// by the hub's lock).
 type waiter struct {
-	wake chan struct{}
-	id   string
+	wake   chan struct{}
+	id     string
+	handed map[int]fencing.Token
 }
 
 // hubSub is one node's subscription and the keys it watches now.
@@ -95,12 +104,16 @@ func (h *waitHub) join(key, id string) *waiter {
 		h.subs = make([]*hubSub, len(h.l.nodes))
 		for i, n := range h.l.nodes {
 			if nt, ok := n.(Notifier); ok {
-				h.subs[i] = &hubSub{sub: nt.Subscribe(h.notify), watching: make(map[string]bool)}
+				h.subs[i] = &hubSub{sub: nt.Subscribe(func(key, msg string) { h.notify(i, key, msg) }), watching: make(map[string]bool)}
 			}
 		}
 	}
 	if !slices.ContainsFunc(h.subs, func(s *hubSub) bool { return s != nil }) {
 		return nil
+	}
+	if id != "" && h.l.inbox != "" && !h.inboxed {
+		h.inboxed = true // watched from the first queued waiter on
+		h.syncLocked(h.l.inbox)
 	}
 	kw := h.keys[key]
 	if kw == nil {
@@ -205,11 +218,13 @@ func (h *waitHub) released(key, id string) {
 	kw.queue[0].signal()
 }
 
-// notify is called by the subscriptions for every announcement msg of
-// key: "<release id>", or "<release id> <head>" when the lock has a wait
-// queue on the node. Once a majority of nodes announced the same release,
-// the waiters the nodes named as the head are woken, or, when none was
-// named, the first waiter in line; once per release.
+// notify is called by node's subscription for every announcement msg of
+// key: "<release id>", "<release id> <head>" when the lock has a wait
+// queue on the node, or "<release id> <head> <counter>" when the node
+// handed the lock over to the head. Once a majority of nodes announced the
+// same release, the waiters the nodes named as the head are woken, or,
+// when none was named, the first waiter in line; once per release. A
+// hand-over is noted for its waiter (handOver), which is woken at once.
 //
 // An empty msg says that a node's announcements of key may have been
 // missed (its subscription was cut and is back): the first waiter tries
@@ -217,14 +232,26 @@ func (h *waitHub) released(key, id string) {
 // may be the head there). A head announced by a waiter's leaving (an id starting with "~")
 // is woken at once: the node's lock was free, and a wasted attempt is the
 // worst a minority's word can cost.
-func (h *waitHub) notify(key, msg string) {
+func (h *waitHub) notify(node int, key, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if key == h.l.inbox {
+		h.fromInbox(node, msg)
+		return
+	}
 	kw := h.keys[key]
 	if kw == nil {
 		return
 	}
 	id, head, _ := strings.Cut(msg, " ")
+	head, counter, _ := strings.Cut(head, " ")
+	handed := false
+	if c, err := fencing.ParseToken(counter); err == nil && head != "" {
+		// The node handed the lock over: its new holder is woken now, and
+		// nobody else need try.
+		kw.handOver(node, head, c)
+		head, handed = "", true
+	}
 	switch {
 	case id == "":
 		kw.queue[0].signal()
@@ -240,6 +267,7 @@ func (h *waitHub) notify(key, msg string) {
 	}
 	r := kw.release(id)
 	r.nodes++
+	r.handed = r.handed || handed
 	added := head != "" && !slices.Contains(r.heads, head)
 	if added && len(r.heads) < maxHeard {
 		r.heads = append(r.heads, head)
@@ -247,9 +275,10 @@ func (h *waitHub) notify(key, msg string) {
 	switch {
 	case !r.done && r.nodes >= h.l.quorum:
 		r.done = true
-		if len(r.heads) == 0 {
+		switch {
+		case len(r.heads) == 0 && !r.handed:
 			kw.queue[0].signal()
-		} else {
+		case len(r.heads) > 0:
 			kw.wake(r.heads)
 		}
 	case r.done && added:
@@ -268,6 +297,63 @@ func (h *waitHub) wakeHeads(key string, heads []string) {
 	if kw := h.keys[key]; kw != nil {
 		kw.wake(heads)
 	}
+}
+
+// handOver notes that node handed key over to the waiter with id, its
+// fence counter there being c, and wakes that waiter.
+func (h *waitHub) handOver(key string, node int, id string, c fencing.Token) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if kw := h.keys[key]; kw != nil && node >= 0 {
+		kw.handOver(node, id, c)
+	}
+}
+
+func (kw *keyWait) handOver(node int, id string, c fencing.Token) {
+	for _, w := range kw.queue {
+		if w.id == id && w.id != "" {
+			if w.handed == nil {
+				w.handed = make(map[int]fencing.Token)
+			}
+			if c > w.handed[node] { // not the same hand-over heard twice
+				w.handed[node] = c
+				w.signal()
+			}
+		}
+	}
+}
+
+// fromInbox handles an announcement on the Locker's inbox (Locker.inbox):
+// "<release id> <waiter id> <counter> <lock key>", a hand-over to one of
+// its waiters, or an empty msg when hand-overs may have been missed (the
+// subscription was cut and is back): every waiter that queued on the nodes
+// then tries again. Its caller holds h.mu.
+func (h *waitHub) fromInbox(node int, msg string) {
+	if msg == "" {
+		for _, kw := range h.keys {
+			for _, w := range kw.queue {
+				if w.id != "" {
+					w.signal()
+				}
+			}
+		}
+		return
+	}
+	f := strings.SplitN(msg, " ", 4)
+	if len(f) < 4 {
+		return
+	}
+	c, err := fencing.ParseToken(f[2])
+	if kw := h.keys[f[3]]; kw != nil && err == nil {
+		kw.handOver(node, f[1], c)
+	}
+}
+
+// handovers returns a copy of the hand-overs noted for w.
+func (h *waitHub) handovers(w *waiter) map[int]fencing.Token {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(w.handed)
 }
 
 // wake signals the waiters whose ids are in heads.
@@ -302,7 +388,7 @@ func (h *waitHub) syncLocked(key string) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			h.mu.Lock()
-			want := h.keys[key] != nil && !h.closed
+			want := (h.keys[key] != nil || key == h.l.inbox) && !h.closed
 			h.mu.Unlock()
 			if want == s.watching[key] {
 				return

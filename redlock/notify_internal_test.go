@@ -36,29 +36,29 @@ func TestWaiterHearsTheReleaseAfterItsLockersOwn(t *testing.T) {
 	cases := map[string]func(h *waitHub){
 		"own announcements before Release returns": func(h *waitHub) {
 			for range 3 {
-				h.notify("k", "aaaaaaaa")
+				h.notify(0, "k", "aaaaaaaa")
 			}
 			h.released("k", "aaaaaaaa")
 		},
 		"own announcements after Release returned": func(h *waitHub) {
 			h.released("k", "aaaaaaaa")
 			for range 3 {
-				h.notify("k", "aaaaaaaa")
+				h.notify(0, "k", "aaaaaaaa")
 			}
 		},
 		"Release returned at quorum, the third node later": func(h *waitHub) {
-			h.notify("k", "aaaaaaaa")
+			h.notify(0, "k", "aaaaaaaa")
 			h.released("k", "aaaaaaaa")
-			h.notify("k", "aaaaaaaa")
-			h.notify("k", "aaaaaaaa")
+			h.notify(0, "k", "aaaaaaaa")
+			h.notify(0, "k", "aaaaaaaa")
 		},
 		"twenty own releases": func(h *waitHub) {
 			for i := range 20 {
 				id := string(rune('a'+i%26)) + "0000000"
-				h.notify("k", id)
+				h.notify(0, "k", id)
 				h.released("k", id)
-				h.notify("k", id)
-				h.notify("k", id)
+				h.notify(0, "k", id)
+				h.notify(0, "k", id)
 			}
 		},
 	}
@@ -69,11 +69,11 @@ func TestWaiterHearsTheReleaseAfterItsLockersOwn(t *testing.T) {
 			require.True(t, woken(w), "an own release wakes the next waiter at once")
 			require.False(t, woken(w))
 
-			h.notify("k", "bbbbbbbb")
+			h.notify(0, "k", "bbbbbbbb")
 			require.False(t, woken(w), "one node of three is not a majority")
-			h.notify("k", "bbbbbbbb")
+			h.notify(0, "k", "bbbbbbbb")
 			require.True(t, woken(w), "a release announced by a majority wakes the waiter")
-			h.notify("k", "bbbbbbbb")
+			h.notify(0, "k", "bbbbbbbb")
 			require.False(t, woken(w), "one release wakes one waiter")
 		})
 	}
@@ -84,7 +84,7 @@ func TestWaiterHearsTheReleaseAfterItsLockersOwn(t *testing.T) {
 func TestHeardReleasesStayBounded(t *testing.T) {
 	h, _ := hubWithWaiter()
 	for i := range 1000 {
-		h.notify("k", string(rune(0x4e00+i)))
+		h.notify(0, "k", string(rune(0x4e00+i)))
 	}
 	require.LessOrEqual(t, len(h.keys["k"].heard), maxHeard)
 }

@@ -2,8 +2,13 @@ package redlock
 
 import (
 	"context"
+	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
 )
 
 // place is a fair Acquire's place in a lock's wait queue on the nodes
@@ -12,16 +17,82 @@ import (
 // as its ticket; the highest ticket the nodes gave it so far (0 before the
 // first), which it brings to every node on its next attempt so that all
 // nodes order it alike; and how long each node keeps the place without a
-// renewal.
+// renewal. Every attempt of one Acquire uses the same token, and a node
+// that a holder releases hands the lock over to the head of its queue with
+// that token (docs/design.md section 11.2): member is what the place
+// holds on the nodes, the waiter id followed by the lock's TTL in
+// milliseconds, the channel to announce a hand-over on ("-": the lock's
+// own) and the lock's value "<token> <owner>".
 type place struct {
 	id      string
+	member  string
+	token   string
 	arrival int64
 	ticket  int64
 	ttl     time.Duration
 	// pending is the last attempt's node calls, which may still queue
 	// the place after the attempt returned.
 	pending *sync.WaitGroup
+	// handState is shared with the copies the attempts' node calls read.
+	*handState
 }
+
+// handState is what a waiter knows of the locks handed over to it, by
+// node index. Only the Acquire call's own goroutine touches it.
+type handState struct {
+	// first is the start of the Acquire's first attempt: every state of
+	// its place on any node comes from an attempt that started later
+	// (the place's member is this Acquire's own).
+	first time.Time
+	// dropped is the highest fence counter of a lock this waiter held on
+	// the node and gave up (a failed attempt's clean-up): a hand-over
+	// announced with a counter up to it is stale. notCounted when the
+	// counter is unknown (every hand-over announced so far is stale, and
+	// the node is left to the attempts).
+	dropped []fencing.Token
+	// seen counts the hand-overs handedOver last found usable.
+	seen int
+	// cleaned is closed once the last failed attempt's clean-up has ended
+	// on every node: the next attempt, which uses the same token, must
+	// not find a grant the clean-up is about to delete.
+	cleaned <-chan struct{}
+	// lateNodes had not answered that attempt; until cleaned is closed
+	// their hand-overs do not count, then late says what their calls did.
+	lateNodes []int
+	late      *lateResult
+}
+
+// lateResult is what the calls of a failed attempt that answered after it
+// ended did (cleanup writes it, then closes handState.cleaned): the nodes
+// where a grant (or an unknown outcome) was released, with the counter
+// released (notCounted when unknown).
+type lateResult struct {
+	released []int
+	counters []fencing.Token
+}
+
+// settle takes in what the last failed attempt's late calls did, once its
+// clean-up has ended, and reports whether the late nodes are settled.
+func (hs *handState) settle() bool {
+	if len(hs.lateNodes) == 0 {
+		return true
+	}
+	select {
+	case <-hs.cleaned:
+	default:
+		return false
+	}
+	if r := hs.late; r != nil {
+		for k, i := range r.released {
+			hs.dropped[i] = r.counters[k]
+		}
+	}
+	hs.lateNodes, hs.late = hs.lateNodes[:0], nil
+	return true
+}
+
+// notCounted marks a node in handState.dropped whose counter is unknown.
+const notCounted = fencing.Token(math.MaxUint64)
 
 // ticketArg is the ticket argument of the acquire script: the agreed
 // ticket, or before there is one the arrival time as a proposal (negated).
@@ -38,7 +109,39 @@ func (l *Locker) newPlace() *place {
 	if !l.fair {
 		return nil
 	}
-	return &place{id: newToken()[:16], arrival: time.Now().UnixMicro(), ttl: l.cfg.QueueTTL}
+	id, token := newToken()[:16], newToken()
+	n := len(l.nodes)
+	return &place{
+		id:      id,
+		member:  id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner,
+		token:   token,
+		arrival: time.Now().UnixMicro(),
+		ttl:     l.cfg.QueueTTL,
+		handState: &handState{
+			dropped: make([]fencing.Token, n),
+		},
+	}
+}
+
+// inboxChannel is the channel the nodes announce hand-overs to this
+// Locker's waiters on, or "-" for the lock's own.
+func (l *Locker) inboxChannel() string {
+	if l.inbox == "" {
+		return "-"
+	}
+	return releaseChannel(l.inbox)
+}
+
+// handOver is what node needs to hand a lock it releases over to the head
+// of its wait queue: this Locker's rejoin delay, unless the rule does not
+// apply to the node (RejoinDelay negative, or a server known to keep its
+// data through a restart), and its seed step.
+func (l *Locker) handOver(node Node) handOver {
+	delay := "-1"
+	if d, ok := node.(interface{ knownDurable() bool }); l.cfg.RejoinDelay >= 0 && !(ok && d.knownDurable()) {
+		delay = strconv.FormatInt(l.cfg.RejoinDelay.Milliseconds(), 10)
+	}
+	return handOver{delay: delay, step: l.seedStep}
 }
 
 // canQueue reports whether every node keeps a wait queue per lock.
@@ -55,9 +158,10 @@ func canQueue(nodes []Node) bool {
 // that may still queue it (pending, when not nil) have ended: in the
 // background, or at once in the caller's goroutine when the Locker is
 // closed (a closed Locker leaves no place behind). Each call is bounded by
-// NodeCallTimeout. A node where p was the head of a free lock announces the
-// next head.
-func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending *sync.WaitGroup) {
+// NodeCallTimeout. With give (an Acquire that ended without a lease), a
+// node that had handed its lock over to p gives it up; where p was the
+// head of a free lock, or gave it up, the node announces the next head.
+func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending *sync.WaitGroup, give bool) {
 	if p == nil || len(idxs) == 0 {
 		return
 	}
@@ -70,7 +174,7 @@ func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending *sync.Wait
 		var wg sync.WaitGroup
 		for _, i := range idxs {
 			if r, ok := l.nodes[i].(rejoiner); ok {
-				wg.Go(func() { _ = r.leaveQueue(ctx, key, p.id) })
+				wg.Go(func() { _ = r.leaveQueue(ctx, key, p.member, give) })
 			}
 		}
 		wg.Wait()
@@ -109,3 +213,66 @@ func (q *queueView) add(g Grant) {
 // queuedReason is a node's reason for refusing a free lock: the head of
 // its wait queue is another waiter.
 const queuedReason = "queued: another waiter is next"
+
+// handedOver returns a lease when a majority of the nodes announced
+// handing the lock over to w's place p (docs/design.md section 11.2), and
+// reports whether it found hand-overs it had not seen before. A node's
+// hand-over counts unless it is stale (handState.dropped). The node set
+// the lock to expire min(the lease duration, what the place had left)
+// after the hand-over, which came after some attempt of this Acquire
+// placed it there: no earlier than min(lease duration, QueueTTL) after the
+// first attempt's start, even when the node's state went back to an older
+// attempt's (a failover that lost writes). The lease is valid until then,
+// less the drift allowance and a millisecond for the node's clock read in
+// whole milliseconds. When that leaves less than NodeCallTimeout (a long
+// wait), or the fencing token is not confirmed, it returns nil: the next
+// attempt finds our token on those nodes and counts what the lock has left
+// there.
+func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *waiter) (*Lease, bool) {
+	counters := make([]fencing.Token, len(l.nodes))
+	var granted []int
+	settled := p.settle()
+	for i, c := range l.hub.handovers(w) {
+		if c <= p.dropped[i] || (!settled && slices.Contains(p.lateNodes, i)) {
+			continue
+		}
+		granted = append(granted, i)
+		counters[i] = c
+	}
+	fresh := len(granted) > p.seen
+	p.seen = len(granted)
+	if len(granted) < l.quorum {
+		return nil, fresh
+	}
+	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
+	if time.Until(validUntil) <= l.cfg.NodeCallTimeout {
+		return nil, fresh
+	}
+	if !settled {
+		// The last failed attempt's clean-up still runs under the token
+		// the lease would hold: a node it releases later must not count
+		// for the lease (a renewal would), so wait for it to end (within
+		// NodeCallTimeout).
+		select {
+		case <-p.cleaned:
+		case <-ctx.Done():
+			return nil, fresh
+		}
+		p.seen = 0
+		return l.handedOver(ctx, resource, p, w)
+	}
+	if !l.enter() {
+		return nil, fresh
+	}
+	defer l.bg.Done()
+	slices.Sort(granted)
+	ls := newLease(l, resource, p.token)
+	ls.validUntil = validUntil
+	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: len(l.nodes)}
+	fence, err := ls.confirmFence(ctx, context.WithoutCancel(ctx), granted, counters, validUntil, ae)
+	if err != nil || !time.Now().Before(validUntil) || !l.establish(ls, granted, fence, p) {
+		ls.cancel(ErrLeaseReleased)
+		return nil, fresh
+	}
+	return ls, fresh
+}

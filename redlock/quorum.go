@@ -155,7 +155,7 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 // (within NodeCallTimeout), or with early only until a majority released
 // it. It returns the tally and what the nodes said of the announcement.
 func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (tally, *heard) {
-	return l.releaseOn(ctx, l.allIdxs(), key, token, early)
+	return l.releaseOn(ctx, l.allIdxs(), key, token, early, "")
 }
 
 // releaseCounter is a Node whose release also reports who heard the
@@ -163,12 +163,12 @@ func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) 
 // (noteRelease), and wakes its own waiter at once when a node named it the
 // head of the wait queue.
 type releaseCounter interface {
-	releaseCounting(ctx context.Context, keys []string, token string) (released, error)
+	releaseCounting(ctx context.Context, keys []string, token string, ho handOver, place string) (released, error)
 }
 
 // heard is what the nodes of one release said beyond yes or no: the most
 // waiters any of them announced it to, and the heads of the wait queue
-// they named.
+// they named without handing the lock over to them.
 type heard struct {
 	mu        sync.Mutex
 	listeners int
@@ -179,7 +179,7 @@ func (h *heard) add(r released) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.listeners = max(h.listeners, r.listeners)
-	if r.head != "" && !slices.Contains(h.heads, r.head) {
+	if r.head != "" && r.counter == 0 && !slices.Contains(h.heads, r.head) {
 		h.heads = append(h.heads, r.head)
 	}
 }
@@ -187,7 +187,10 @@ func (h *heard) add(r released) {
 // releaseOn is releaseAll on the nodes with the given indexes. The heard
 // it returns may still change when early returned before every node
 // answered; read it under its lock.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool) (tally, *heard) {
+//
+// place, when not empty, is the caller's place in the lock's wait queue
+// (a lease taken by a fair Acquire), which the nodes remove.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool, place string) (tally, *heard) {
 	h := &heard{}
 	keys := releaseKeys(key)
 	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
@@ -195,8 +198,16 @@ func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, e
 		if !ok {
 			return n.Release(ctx, key, token)
 		}
-		r, err := rn.releaseCounting(ctx, keys, token)
+		var ho handOver
+		if l.fair {
+			ho = l.handOver(n)
+		}
+		r, err := rn.releaseCounting(ctx, keys, token, ho, place)
 		h.add(r)
+		if r.counter > 0 {
+			// A waiter of this Locker need not wait for the announcement.
+			l.hub.handOver(key, slices.Index(l.nodes, n), r.head, r.counter)
+		}
 		return r.released, err
 	})
 	return t, h

@@ -105,10 +105,11 @@ func acquireKeys(key string) []string {
 	return []string{key, fenceKey(key), qt, qe}
 }
 
-// releaseKeys are the release script's keys: lock, queue, queue expiries.
+// releaseKeys are the release script's keys: lock, queue, queue expiries,
+// fence (for a hand-over to the head of the queue).
 func releaseKeys(key string) []string {
 	qt, qe := queueKeys(key)
-	return []string{key, qt, qe}
+	return []string{key, qt, qe, fenceKey(key)}
 }
 
 // Acquire implements Node.
@@ -131,7 +132,7 @@ func (n *RedisNode) acquireAbove(ctx context.Context, keys []string, token, owne
 	if p == nil {
 		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step)
 	} else {
-		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step, p.id, p.ticketArg(), nodeTTL(p.ttl))
+		cmd = scripts.Acquire.Run(ctx, n.client, keys, token, owner, nodeTTL(ttl), floor, step, p.member, p.ticketArg(), nodeTTL(p.ttl))
 	}
 	reply, err := cmd.Result()
 	if err != nil {
@@ -140,12 +141,23 @@ func (n *RedisNode) acquireAbove(ctx context.Context, keys []string, token, owne
 	return parseGrant(reply)
 }
 
-// leaveQueue takes waiter id out of key's wait queue; when it was the head
-// of a free lock, the node announces the new head.
-func (n *RedisNode) leaveQueue(ctx context.Context, key, id string) error {
+// leaveQueue takes the place member out of key's wait queue and, with
+// give, gives up a lock handed over to it; when it was the head of a free
+// lock, or gave the lock up, the node announces the new head.
+func (n *RedisNode) leaveQueue(ctx context.Context, key, member string, give bool) error {
+	g := ""
+	if give {
+		g = "give"
+	}
 	qt, qe := queueKeys(key)
-	return scripts.Leave.Run(ctx, n.client, []string{key, qt, qe}, id, releaseChannel(key), leaveMark+releaseID(id)).Err()
+	return scripts.Leave.Run(ctx, n.client, []string{key, qt, qe}, member, releaseChannel(key), leaveMark+releaseID(member), g).Err()
 }
+
+// handOver is what a node needs to hand a released lock over to the head
+// of its wait queue (scripts/queue.lua, q_give): the rejoin delay in
+// milliseconds ("-1" when the rule does not apply, "" for no hand-over)
+// and the seed step of a new fence counter.
+type handOver struct{ delay, step string }
 
 // nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
 // Locker computes the lease's validity from ttl, so the key must never live
@@ -155,11 +167,12 @@ func nodeTTL(ttl time.Duration) int64 {
 }
 
 // parseGrant decodes the acquire script's reply {1, counter} (the counter a
-// decimal string, exact at any size), {0, pttl}, or {0, pttl, ticket, ms}
-// from a lock with a wait queue.
+// decimal string, exact at any size), {1, counter, pttl} when the caller's
+// token already held the lock, {0, pttl}, or {0, pttl, ticket, ms} from a
+// lock with a wait queue.
 func parseGrant(reply any) (Grant, error) {
 	vals, ok := reply.([]any)
-	if !ok || (len(vals) != 2 && len(vals) != 4) {
+	if !ok || len(vals) < 2 || len(vals) > 4 {
 		return Grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
 	flag, ok := vals[0].(int64)
@@ -168,16 +181,26 @@ func parseGrant(reply any) (Grant, error) {
 	}
 	switch v := vals[1].(type) {
 	case string:
-		if flag != 1 || len(vals) != 2 {
+		if flag != 1 || len(vals) == 4 {
 			break
 		}
 		c, err := fencing.ParseToken(v)
 		if err != nil {
 			return Grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
 		}
-		return Grant{OK: true, Counter: c}, nil
+		g := Grant{OK: true, Counter: c}
+		if len(vals) == 3 {
+			// The token already held the lock: the validity counts from
+			// what it has left, at least a millisecond (PX rounds up).
+			ms, ok := vals[2].(int64)
+			if !ok || ms < 1 {
+				break
+			}
+			g.left = time.Duration(ms) * time.Millisecond
+		}
+		return g, nil
 	case int64:
-		if flag != 0 || v < -2 {
+		if flag != 0 || v < -2 || len(vals) == 3 {
 			break
 		}
 		g := Grant{HolderTTL: pttl(v)}
@@ -324,38 +347,48 @@ func (n *RedisNode) Renew(ctx context.Context, key, token string, ttl time.Durat
 // Release implements Node: it deletes key if token holds it and publishes
 // the release id (releaseID) on the release channel.
 func (n *RedisNode) Release(ctx context.Context, key, token string) (bool, error) {
-	r, err := n.releaseCounting(ctx, releaseKeys(key), token)
+	r, err := n.releaseCounting(ctx, releaseKeys(key), token, handOver{}, "")
 	return r.released, err
 }
 
 // released is one node's answer to a release: whether the token held the
 // lock, how many subscribers (waiters, in any process) heard the
-// announcement, and the head of the lock's wait queue it named ("" for
-// none).
+// announcement, the head of the lock's wait queue it named ("" for none)
+// and, when the lock was handed over to the head, the fence counter that
+// counted it.
 type released struct {
 	released  bool
 	listeners int
 	head      string
+	counter   fencing.Token
 }
 
 // releaseCounting is Release that also reports who heard the announcement
-// and whom it named.
-func (n *RedisNode) releaseCounting(ctx context.Context, keys []string, token string) (released, error) {
-	reply, err := scripts.Release.Run(ctx, n.client, keys, token, releaseChannel(keys[0]), releaseID(token)).Result()
+// and whom it named; with ho, the node hands the lock over to the head of
+// its wait queue when it can; with place, it removes that place of the
+// caller's from the wait queue, whether or not the token held the lock.
+func (n *RedisNode) releaseCounting(ctx context.Context, keys []string, token string, ho handOver, place string) (released, error) {
+	reply, err := scripts.Release.Run(ctx, n.client, keys, token, releaseChannel(keys[0]), releaseID(token), ho.delay, ho.step, place).Result()
 	if err != nil {
 		return released{}, scriptErr(err, token)
 	}
 	v, ok := reply.(int64)
-	head := ""
-	if vals, isArray := reply.([]any); isArray && len(vals) == 2 {
+	var r released
+	if vals, isArray := reply.([]any); isArray && (len(vals) == 2 || len(vals) == 3) {
 		v, ok = vals[0].(int64)
-		head, _ = vals[1].(string)
-		ok = ok && head != "" && v > 0
+		r.head, _ = vals[1].(string)
+		ok = ok && r.head != "" && v > 0
+		if len(vals) == 3 {
+			c, _ := vals[2].(string)
+			r.counter, err = fencing.ParseToken(c)
+			ok = ok && err == nil
+		}
 	}
 	if !ok || v < 0 {
 		return released{}, fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
 	}
-	return released{released: v > 0, listeners: int(max(v-1, 0)), head: head}, nil
+	r.released, r.listeners = v > 0, int(max(v-1, 0))
+	return r, nil
 }
 
 // runFlag runs a script that answers 0 or 1, with token among args.

@@ -29,8 +29,9 @@ type rejoiner interface {
 	// starting a new one at the node's clock rounded down to step µs; with
 	// a place, the caller queues fairly (Config.QueueTTL).
 	acquireAbove(ctx context.Context, keys []string, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error)
-	// leaveQueue takes waiter id out of key's wait queue.
-	leaveQueue(ctx context.Context, key, id string) error
+	// leaveQueue takes a place out of key's wait queue and, with give,
+	// gives up a lock handed over to it.
+	leaveQueue(ctx context.Context, key, member string, give bool) error
 }
 
 // upState is what a node knows of its server's data: since when it has
@@ -181,7 +182,14 @@ func (r *rejoinState) fresh() (upState, bool) {
 }
 
 func (n *RedisNode) dialCount() uint64 { return n.rejoin.dials.Load() }
-func (n *RedisNode) forget()           { n.rejoin.stale.Store(true) }
+
+// knownDurable reports whether the server was last seen keeping its data
+// through a restart (appendfsync always): the rejoin rule does not apply.
+func (n *RedisNode) knownDurable() bool {
+	st := n.rejoin.last.Load()
+	return st != nil && st.err == nil && st.durable
+}
+func (n *RedisNode) forget() { n.rejoin.stale.Store(true) }
 
 func (n *RedisNode) upState(ctx context.Context) upState {
 	r := &n.rejoin

@@ -5,13 +5,15 @@
 -- ARGV[4] optional floor: a canonical decimal below which an existing
 -- counter is raised to it before the increment (after a restart that may
 -- have lost increments), or empty; ARGV[5] optional granularity of a new
--- counter's start, in microseconds; ARGV[6] the waiter id of a fair
--- Acquire ("" for an attempt that does not queue), ARGV[7] its ticket (0
--- for none yet), ARGV[8] how long its place lasts, in milliseconds
+-- counter's start, in microseconds; ARGV[6] the place of a fair Acquire
+-- in the wait queue ("" for an attempt that does not queue): its waiter
+-- id, followed by what the lock is handed over to it with (queue.lua,
+-- q_member), ARGV[7] its ticket (0 for none yet), ARGV[8] how long its
+-- place lasts, in milliseconds
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
--- When the lock has a queue or the caller queues, a refusal is {0, pttl,
--- ticket, ms}: pttl 0 when the lock is free but an earlier waiter is next,
--- the caller's ticket (0 when it does not queue), and how long the head's
+-- When the caller queues, or the lock is free but an earlier waiter is
+-- next, a refusal is {0, pttl, ticket, ms}: pttl 0 for a free lock, the
+-- caller's ticket (0 when it does not queue), and how long the head's
 -- ticket has left (0 when the caller is the head). A free lock is granted
 -- only to the head of its live queue, or to anyone when the queue is empty.
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
@@ -19,86 +21,73 @@
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
 -- A fence counter that does not exist yet is created from the node's TIME
 -- in microseconds, then incremented.
--- A repeated call with the same token (a client-side retry) answers {1,
--- counter} again without counting a new holder.
+-- A call with the token that holds the lock (a client-side retry, or a
+-- waiter the lock was handed over to) answers {1, counter, pttl} without
+-- counting a new holder: pttl is what the lock has left, which the caller
+-- counts its validity from.
 -- Every check that can fail runs before the first write, so an error never
 -- leaves a half-done acquisition behind, and someone else's data under the
 -- same key names is never changed. A counter at 2^63-1, which INCR cannot
 -- raise, is refused with FENCEEXHAUSTED. The first write of a grant is SET
 -- and of a refusal that queues ZADD, both refused by a node out of memory
 -- (Redis lets a script that has written once go on writing).
-local top = '9223372036854775807'
-local fence = redis.pcall('GET', KEYS[2])
-if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
-  return redis.error_reply(fence.err)
-end
-if type(fence) == 'table' or (fence and not (fence == '0' or (string.match(fence, '^[1-9]%d*$')
-    and (#fence < #top or (#fence == #top and fence <= top))))) then
-  return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds data that is not a counter')
-end
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' then
   if not string.find(cur.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(cur.err) end
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
+local fence, bad = nil, nil
 if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
-  return {1, fence}
+  fence, bad = q_fence(KEYS[2])
+  if bad then return redis.error_reply(bad) end
+  return {1, fence, redis.call('PTTL', KEYS[1])}
 end
 local wid = ARGV[6] or ''
-local queued = false -- the lock has a queue, or the caller may have a place
-local gone = {}      -- lapsed places, removed after the grant's first write
-if wid ~= '' or (KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1) then
-  queued = true
-  local bad = q_bad(KEYS[3], KEYS[4])
-  if bad then
-    return redis.error_reply('WRONGTYPE redlock queue key ' .. bad .. ' holds data that is not a redlock queue')
-  end
-  local now = q_now()
-  local head, left
-  head, left, gone = q_scan(KEYS[3], KEYS[4], now)
-  local ticket = 0
-  if wid ~= '' and (cur or (head and head ~= wid)) then
-    -- ZADD first: a node out of memory refuses before anything is written
-    ticket = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now)
-    q_purge(KEYS[3], KEYS[4], gone)
-    head, left = q_scan(KEYS[3], KEYS[4], now)
-  end
-  if cur or (head and head ~= wid) then
-    if head == wid then left = 0 end
-    return {0, cur and redis.call('PTTL', KEYS[1]) or 0, ticket, left or 0}
-  end
-elseif cur then
+if cur and (wid == '' or not KEYS[3]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-if fence == top then
-  return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. top ..
+local err = nil
+if cur then
+  -- Busy: the caller takes (or keeps) its place, then learns the head.
+  local now = q_now()
+  local ticket, head, left, gone
+  ticket, err = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now)
+  if err then return redis.error_reply(err) end
+  head, left, gone = q_scan(KEYS[3], KEYS[4], now)
+  q_purge(KEYS[3], KEYS[4], gone)
+  if head == wid then left = 0 end
+  return {0, redis.call('PTTL', KEYS[1]), ticket, left}
+end
+-- Free: granted to the head of the live queue, or to anyone when it has
+-- none.
+local head, left, gone, now = nil, 0, {}, nil
+if KEYS[3] then
+  head, left, gone, err, now = q_scan(KEYS[3], KEYS[4], nil)
+  if err then return redis.error_reply(err) end
+end
+if head and head ~= wid then
+  local ticket = 0
+  if wid ~= '' then
+    -- ZADD first: a node out of memory refuses before anything is written
+    ticket, err = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now or q_now())
+    if err then return redis.error_reply(err) end
+    q_purge(KEYS[3], KEYS[4], gone)
+    head, left, gone = q_scan(KEYS[3], KEYS[4], now)
+  end
+  if head ~= wid then
+    return {0, 0, ticket, left}
+  end
+end
+fence, bad = q_fence(KEYS[2])
+if bad then return redis.error_reply(bad) end
+if fence == q_top then
+  return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. q_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-if queued then
-  if wid ~= '' then
-    redis.call('ZREM', KEYS[3], wid)
-    redis.call('ZREM', KEYS[4], wid)
-  end
-  q_purge(KEYS[3], KEYS[4], gone)
+if head and head == wid then
+  redis.call('ZREM', KEYS[3], wid)
+  redis.call('ZREM', KEYS[4], wid)
 end
-local floor = ARGV[4]
-if not fence then
-  -- A new counter starts from the node's clock in microseconds, rounded down
-  -- to a multiple of ARGV[5] (microseconds; 1 if absent) so that the nodes
-  -- of one acquisition start equal and the fence step is not needed; a node
-  -- that restarted empty thus counts on from above every token issued
-  -- before (docs/design.md, section 6.1). A time in microseconds is below
-  -- 2^53, exact as a Lua number; it is formatted back without exponent.
-  local now = redis.call('TIME')
-  local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local step = tonumber(ARGV[5] or '1') or 1
-  if step < 1 then step = 1 end
-  redis.call('SET', KEYS[2], string.format('%.0f', us - us % step))
-elseif floor and floor ~= '' and (#fence < #floor or (#fence == #floor and fence < floor)) then
-  -- A counter below the floor may have lost increments in a restart (a node
-  -- without appendfsync always): it counts on from the floor.
-  redis.call('SET', KEYS[2], floor)
-end
-redis.call('INCR', KEYS[2])
-return {1, redis.call('GET', KEYS[2])}
+q_purge(KEYS[3], KEYS[4], gone)
+return {1, q_count(KEYS[2], fence, ARGV[4], ARGV[5])}

@@ -1,21 +1,38 @@
 -- leave: take a waiter out of a lock's wait queue (an Acquire that ended
--- without the lock, or that got it on a majority and left a ticket on
--- other nodes). When the waiter was the head and the lock is free, the new
--- head is announced on the release channel so that it tries at once.
--- KEYS[1] lock key, KEYS[2] and KEYS[3] the lock's wait queue (queue.lua)
--- ARGV[1] waiter id, ARGV[2] release channel, ARGV[3] the announcement's id
--- Returns 1 when the waiter was queued here, else 0.
-if redis.call('EXISTS', KEYS[2]) == 0 or q_bad(KEYS[2], KEYS[3]) then
+-- without the lock). With ARGV[4] "give", a lock the waiter's token holds
+-- here (handed over to it: queue.lua, q_give) is given up too. When the
+-- waiter was the head of a free lock, or gave the lock up, the new head is
+-- announced on the release channel, so that it tries at once (no hand-over
+-- here: this script has written before, and a node out of memory must
+-- refuse a grant's first write).
+-- KEYS[1] lock key, KEYS[2] and KEYS[3] the lock's wait queue
+-- ARGV[1] the waiter's place (its id, or the member of q_member), ARGV[2]
+-- release channel, ARGV[3] the announcement's id, ARGV[4] "give" or empty
+-- Returns 1 when the waiter was queued here or held the lock, else 0.
+local _, _, _, value = q_member(ARGV[1])
+local held = false
+if value and ARGV[4] == 'give' then
+  local cur = redis.pcall('GET', KEYS[1])
+  local token = string.match(value, '^(%S+) ')
+  held = type(cur) == 'string' and string.sub(cur, 1, #token + 1) == token .. ' '
+end
+local first, _, _, err = q_scan(KEYS[2], KEYS[3], nil)
+if err then
+  first = nil -- someone else's data: no queue to leave
+end
+local queued = false
+if not err then
+  queued = redis.call('ZREM', KEYS[2], ARGV[1]) == 1
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+if not queued and not held then
   return 0
 end
-local now = q_now()
-local first = q_head(KEYS[2], KEYS[3], now)
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then
-  return 0
-end
-redis.call('ZREM', KEYS[3], ARGV[1])
-if first == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-  local head = q_head(KEYS[2], KEYS[3], now)
-  if head then redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. head) end
+if held or (first == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0) then
+  if held then redis.call('DEL', KEYS[1]) end
+  local head = nil
+  if not err then head = q_scan(KEYS[2], KEYS[3], nil) end
+  if head then head = q_member(head) end
+  if head or held then q_announce(ARGV[2], ARGV[3], head) end
 end
 return 1

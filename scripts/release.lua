@@ -1,30 +1,52 @@
--- release: delete the caller's own lock and, when asked, tell waiters it is
--- free. Never deletes a lock held by another token.
--- KEYS[1] lock key, KEYS[2] and KEYS[3] the lock's wait queue (queue.lua)
+-- release: give up the caller's own lock and, when asked, tell waiters it
+-- is free or hand it over to the head of its wait queue. Never touches a
+-- lock held by another token.
+-- KEYS[1] lock key, KEYS[2] and KEYS[3] the lock's wait queue, KEYS[4] the
+-- fence key (queue.lua)
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
--- release id waiters count it by), or "" for none. When the lock has a
--- live queue, the announcement names its head after a space: only that
--- waiter need try.
+-- release id waiters count it by), or "" for none; ARGV[4] the rejoin
+-- delay in milliseconds for a hand-over (negative: the rule does not
+-- apply; "" or absent: no hand-over), ARGV[5] the seed step of a new fence
+-- counter (queue.lua, q_give); ARGV[6] the caller's own place in the
+-- wait queue, removed ("" or absent: none).
+-- When the lock has a live queue, the announcement names its head after a
+-- space: only that waiter need try. When the head left what the lock is
+-- set to, the lock is handed over to it instead of deleted (q_give), and
+-- the announcement (q_announce) also says the fence counter that counted
+-- it, on the channel the head named.
 -- Returns 0 when the caller does not hold the lock here; otherwise 1 plus
 -- the number of subscribers that heard the announcement, and when the
--- announcement named a head, {that number, the head}.
+-- announcement named a head, {that number, the head} or, when the lock
+-- was handed over to it, {that number, the head, the counter}.
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
-if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ' '
+-- unplace removes the caller's own place, after the hand-over's SET (a
+-- node out of memory must refuse that SET: q_give). A queue key that holds
+-- someone else's data is left alone.
+local function unplace()
+  if ARGV[6] and ARGV[6] ~= '' and KEYS[2] then
+    redis.pcall('ZREM', KEYS[2], ARGV[6])
+    redis.pcall('ZREM', KEYS[3], ARGV[6])
+  end
+end
+if not mine then
+  unplace()
   return 0
 end
-redis.call('DEL', KEYS[1])
-if ARGV[3] ~= '' then
-  local msg = ARGV[3]
-  if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 and not q_bad(KEYS[2], KEYS[3]) then
-    local head = q_head(KEYS[2], KEYS[3], q_now())
-    if head then
-      return {1 + redis.call('PUBLISH', ARGV[2], msg .. ' ' .. head), head}
-    end
-  end
-  return 1 + redis.call('PUBLISH', ARGV[2], msg)
+if ARGV[3] == '' or not KEYS[2] then
+  redis.call('DEL', KEYS[1])
+  unplace()
+  if ARGV[3] == '' then return 1 end
+  return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
-return 1
+local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5])
+if not counter then redis.call('DEL', KEYS[1]) end
+unplace()
+local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
+if counter then return {heard, head, counter} end
+if head then return {heard, head} end
+return heard

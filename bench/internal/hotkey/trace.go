@@ -121,6 +121,10 @@ type Merged struct {
 	CrossHandoffs []time.Duration
 	// Waits holds every Acquire call's duration (call to return), in order.
 	Waits []time.Duration
+	// Held sums the time the lock was held (Acquire's return to the
+	// Release call) over every acquisition: with Elapsed, it shows how
+	// much of the run the lock stood idle between holders.
+	Held time.Duration
 	// PerWorker counts the acquisitions of worker w of process p at index
 	// p*Workers+w.
 	PerWorker []int
@@ -144,6 +148,7 @@ func Merge(recs []Record, l Layout, start int64) Merged {
 	m.Elapsed = time.Duration(recs[len(recs)-1].Acquired - start)
 	for i, r := range recs {
 		m.Waits = append(m.Waits, time.Duration(r.Acquired-r.Called))
+		m.Held += time.Duration(r.Released - r.Acquired)
 		if i := r.Proc*l.Workers + r.Worker; r.Worker < l.Workers && i >= 0 && i < len(m.PerWorker) {
 			m.PerWorker[i]++
 		}

@@ -1,0 +1,180 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/fencing"
+)
+
+// handPlace is a waiting Acquire's place that takes a lock handed over to
+// it: lease ttl, place ttl, and the channel the hand-over is announced on.
+func handPlace(id, token string, lease, ttl time.Duration, ch string) *place {
+	return &place{
+		id:     id,
+		member: id + " " + strconv.FormatInt(nodeTTL(lease), 10) + " " + ch + " " + token + " o",
+		token:  token,
+		ttl:    ttl,
+	}
+}
+
+var testHandOver = handOver{delay: "-1", step: "1"}
+
+// listen subscribes to channel on q's server and returns its messages
+// (miniredis delivers them synchronously: they must be read as they come).
+func listen(t *testing.T, q queueNode, channel string) <-chan string {
+	t.Helper()
+	sub := q.m.NewSubscriber()
+	sub.Subscribe(channel)
+	out := make(chan string, 16)
+	go func() {
+		for m := range sub.Messages() {
+			out <- m.Message
+		}
+	}()
+	t.Cleanup(sub.Close)
+	return out
+}
+
+// TestAReleaseHandsTheLockToTheHead: a release by the holder sets the lock
+// to the head's token (its place gone, a new holder counted), for the
+// head's lease TTL but no longer than its place had left, and announces
+// it with the counter on the channel the head named; the head's acquire
+// then finds its token holding the lock and is told what it has left.
+func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
+	const key = "redlock:{hand}"
+	now := time.Unix(1_800_000_000, 0)
+	q := newQueueNodes(t, 1, now)[0]
+	inbox := listen(t, q, "redlock:{~inbox}:released")
+
+	holder := q.acquire(t, key, tokenHolder, nil)
+	require.True(t, holder.OK)
+	head := handPlace("1111111111111111", tokenX, 10*time.Second, 2*time.Second, "redlock:{~inbox}:released")
+	next := handPlace("2222222222222222", tokenY, 10*time.Second, time.Minute, "-")
+	require.False(t, q.acquire(t, key, tokenX, head).OK)
+	q.m.SetTime(now.Add(500 * time.Millisecond))
+	require.False(t, q.acquire(t, key, tokenY, next).OK)
+
+	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, testHandOver, "")
+	require.NoError(t, err)
+	require.True(t, r.released)
+	require.Equal(t, head.id, r.head)
+	require.Equal(t, holder.Counter+1, r.counter, "the hand-over counts a new holder")
+
+	v, err := q.m.Get(key)
+	require.NoError(t, err)
+	require.Equal(t, tokenX+" o", v, "the lock holds the head's token")
+	require.Equal(t, 1500*time.Millisecond, q.m.TTL(key), "no longer than the head's place had left (2 s, 0.5 s of it gone)")
+	require.Equal(t, next.member, q.head(t, key), "the head's place is gone")
+	require.Equal(t, releaseID(tokenHolder)+" "+head.id+" "+r.counter.String()+" "+key, <-inbox)
+
+	// The head's acquire (a retry, or one that missed the announcement)
+	// is granted with what the lock has left.
+	g := q.acquire(t, key, tokenX, head)
+	require.True(t, g.OK)
+	require.Equal(t, r.counter, g.Counter)
+	require.Equal(t, 1500*time.Millisecond, g.left)
+
+	// Its release hands the lock on to the next head, announced on the
+	// lock's own channel ("-").
+	lockCh := listen(t, q, releaseChannel(key))
+	r, err = q.node.releaseCounting(context.Background(), releaseKeys(key), tokenX, testHandOver, "")
+	require.NoError(t, err)
+	require.Equal(t, next.id, r.head)
+	require.Equal(t, g.Counter+1, r.counter)
+	require.Equal(t, releaseID(tokenX)+" "+next.id+" "+r.counter.String(), <-lockCh)
+	require.Equal(t, 10*time.Second, q.m.TTL(key), "the lease TTL: the place had a minute left")
+}
+
+// TestAPlaceWithoutAHandOverIsOnlyNamed: a place that does not say what to
+// hand the lock over with (an id alone), or a release that does not ask
+// for hand-overs, leaves the lock free and names the head.
+func TestAPlaceWithoutAHandOverIsOnlyNamed(t *testing.T) {
+	for name, tc := range map[string]struct {
+		member string
+		ho     handOver
+	}{
+		"an id alone":          {member: "1111111111111111", ho: testHandOver},
+		"no hand-over asked":   {member: "1111111111111111 10000 - " + tokenX + " o", ho: handOver{}},
+		"the place has lapsed": {member: "", ho: testHandOver},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const key = "redlock:{named}"
+			now := time.Unix(1_800_000_000, 0)
+			q := newQueueNodes(t, 1, now)[0]
+			require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+			p := &place{id: "1111111111111111", member: tc.member, ttl: time.Second}
+			if p.member == "" {
+				p.member = "1111111111111111 10000 - " + tokenX + " o"
+				require.False(t, q.acquire(t, key, tokenX, p).OK)
+				q.m.SetTime(now.Add(time.Second)) // its place lapses
+			} else {
+				require.False(t, q.acquire(t, key, tokenX, p).OK)
+			}
+			r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, tc.ho, "")
+			require.NoError(t, err)
+			require.True(t, r.released)
+			require.Zero(t, r.counter)
+			require.False(t, q.m.Exists(key), "the lock is free")
+			if name != "the place has lapsed" {
+				require.Equal(t, p.id, r.head)
+			}
+		})
+	}
+}
+
+// TestAReleaseRemovesTheHoldersOwnPlace: a lease that a fair Acquire took
+// on a majority may still have its place on the other nodes; its release
+// removes it there, whether or not the lock is held there.
+func TestAReleaseRemovesTheHoldersOwnPlace(t *testing.T) {
+	const key = "redlock:{own}"
+	q := newQueueNodes(t, 1, time.Unix(1_800_000_000, 0))[0]
+	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	mine := handPlace("1111111111111111", tokenX, 10*time.Second, time.Minute, "-")
+	require.False(t, q.acquire(t, key, tokenX, mine).OK)
+	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenX, testHandOver, mine.member)
+	require.NoError(t, err)
+	require.False(t, r.released, "the lock is another's here")
+	require.False(t, q.m.Exists(key+":queue"), "the place is gone")
+	v, _ := q.m.Get(key)
+	require.Equal(t, tokenHolder+" o", v)
+}
+
+// TestLeavingGivesBackAHandedOverLock: an Acquire that ends without a
+// lease (cancelled) gives back a lock handed over to it meanwhile, and
+// the node names the next head.
+func TestLeavingGivesBackAHandedOverLock(t *testing.T) {
+	const key = "redlock:{leave}"
+	q := newQueueNodes(t, 1, time.Unix(1_800_000_000, 0))[0]
+	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	gone := handPlace("1111111111111111", tokenX, 10*time.Second, time.Minute, "-")
+	next := handPlace("2222222222222222", tokenY, 10*time.Second, time.Minute, "-")
+	require.False(t, q.acquire(t, key, tokenX, gone).OK)
+	require.False(t, q.acquire(t, key, tokenY, next).OK)
+	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, testHandOver, "")
+	require.NoError(t, err)
+	require.Equal(t, gone.id, r.head)
+
+	sub := listen(t, q, releaseChannel(key))
+	require.NoError(t, q.node.leaveQueue(context.Background(), key, gone.member, true))
+	require.False(t, q.m.Exists(key), "given back")
+	require.Equal(t, leaveMark+releaseID(gone.member)+" "+next.id, <-sub)
+	require.Equal(t, next.member, q.head(t, key))
+}
+
+// TestStaleHandOversDoNotCount: a hand-over announced with a counter up to
+// the one a failed attempt's clean-up gave back is stale, and a node whose
+// clean-up is still running does not count until it has ended.
+func TestStaleHandOversDoNotCount(t *testing.T) {
+	cleaned := make(chan struct{})
+	hs := &handState{dropped: []fencing.Token{7, notCounted, 0}, cleaned: cleaned, lateNodes: []int{2}, late: &lateResult{released: []int{2}, counters: []fencing.Token{9}}}
+	require.False(t, hs.settle(), "the clean-up still runs")
+	close(cleaned)
+	require.True(t, hs.settle())
+	require.Equal(t, []fencing.Token{7, notCounted, 9}, hs.dropped, "the late grant released on node 2 had counter 9")
+	require.Empty(t, hs.lateNodes)
+}
