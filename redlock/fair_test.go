@@ -3,12 +3,14 @@ package redlock_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -24,6 +26,23 @@ func processLocker(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config) *
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	return newLocker(t, nodes, cfg)
+}
+
+// validWithinTheLock checks that lease is valid no longer than its lock
+// stands on a majority of the nodes (as their PTTL says, read after
+// time.Now: each lock lasts at least that long from then).
+func validWithinTheLock(t *testing.T, c *testutil.RedisCluster, key string, lease *redlock.Lease) {
+	t.Helper()
+	covered := 0
+	for _, s := range c.Servers() {
+		now := time.Now()
+		v, _ := s.Client().Get(context.Background(), key).Result()
+		ms, err := s.Client().PTTL(context.Background(), key).Result()
+		if err == nil && strings.HasPrefix(v, lease.Token()+" ") && !lease.ValidUntil().After(now.Add(ms)) {
+			covered++
+		}
+	}
+	assert.GreaterOrEqual(t, covered, c.Len()/2+1, "the lease's validity outlasts its lock on a majority")
 }
 
 // heldEverywhere waits until lease's lock stands on every node: an
@@ -61,9 +80,10 @@ func placesOn(t *testing.T, c *testutil.RedisCluster, key string) []int64 {
 // TestFairAcquireServesWaitersInArrivalOrder: five Lockers with their own
 // connections (five processes, for the nodes) wait for a held lock, each
 // arriving once the one before has its place on every node. After the
-// release they get the lock in arrival order, each with at most two
-// attempts (the one that queued it, the one that took the lock), however
-// long the backoff: the release wakes only the head.
+// release they get the lock in arrival order, each with one attempt (the
+// one that queued it), however long the backoff: each release hands the
+// lock over to the head of the queue on the nodes, which tell the head
+// alone. Each lease is valid no longer than the lock stands on a majority.
 func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	const resource = "fifo"
@@ -97,6 +117,7 @@ func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 			if !assertNoError(t, err) {
 				return
 			}
+			validWithinTheLock(t, c, key, ls)
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
@@ -110,11 +131,18 @@ func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 		require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), want) },
 			10*time.Second, 5*time.Millisecond, "waiter %d never queued on every node", i)
 	}
+	// Every waiter's Locker listens on its inbox on every node.
+	for _, s := range c.Servers() {
+		require.Eventually(t, func() bool {
+			chans, err := s.Client().PubSubChannels(testutil.Context(t), "redlock:{~*").Result()
+			return err == nil && len(chans) == waiters
+		}, 10*time.Second, 5*time.Millisecond, "the waiters' inboxes on %s", s.Addr())
+	}
 	require.NoError(t, lease.Release(testutil.Context(t)))
 	wg.Wait()
 	require.Equal(t, []int{0, 1, 2, 3, 4}, order)
 	for i := range attempts {
-		require.LessOrEqual(t, attempts[i].Load(), int64(2), "waiter %d", i)
+		require.Equal(t, int64(1), attempts[i].Load(), "waiter %d", i)
 	}
 	require.Equal(t, []int64{0, 0, 0}, placesOn(t, c, key), "no place is left behind")
 }
@@ -123,8 +151,19 @@ func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 // place and died (it never renews it, never leaves) is the head when the
 // lock is released. The next waiter gets the lock once the dead waiter's
 // place has lapsed: not before (the nodes keep the free lock for the
-// head), and soon after (it is told how long the head's place has left).
+// head, or hand it over to the head for no longer than its place had
+// left), and soon after (it is told how long the head's place, or the
+// lock handed over to it, has left).
 func TestADeadWaiterHoldsTheLockUpAtMostItsQueueTTL(t *testing.T) {
+	for name, member := range map[string]string{
+		"named only":      "00000000deadbeef",
+		"handed the lock": "00000000deadbeef 30000 - deaddeaddeaddeaddeaddeaddeaddead dead",
+	} {
+		t.Run(name, func(t *testing.T) { testDeadWaiter(t, member) })
+	}
+}
+
+func testDeadWaiter(t *testing.T, member string) {
 	c := testutil.StartRedis(t, 3)
 	const resource = "dead-waiter"
 	const queueTTL = time.Second
@@ -146,7 +185,7 @@ func TestADeadWaiterHoldsTheLockUpAtMostItsQueueTTL(t *testing.T) {
 	placed := time.Now()
 	for _, s := range c.Servers() {
 		reply, err := scripts.Acquire.Run(ctx, s.Client(), []string{key, key + ":fence", key + ":queue", key + ":queue:exp"},
-			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "", "1", "00000000deadbeef", 0, queueTTL.Milliseconds()).Slice()
+			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "", "1", member, 0, queueTTL.Milliseconds()).Slice()
 		require.NoError(t, err)
 		require.EqualValues(t, 0, reply[0], "the lock is held: the dead waiter queues")
 	}

@@ -1,0 +1,105 @@
+package redlock_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+const (
+	handKey    = "redlock:{hand-over}"
+	handHolder = "11111111111111111111111111111111"
+	handWaiter = "22222222222222222222222222222222"
+)
+
+// handOverSetup leaves on s a lock held by handHolder, its fence counter
+// at 6, and a waiter queued behind it whose place asks for a hand-over.
+func handOverSetup(t *testing.T, s *testutil.RedisServer) {
+	t.Helper()
+	ctx := testutil.Context(t)
+	require.NoError(t, s.Client().FlushAll(ctx).Err())
+	require.NoError(t, s.Client().Set(ctx, handKey+":fence", "5", 0).Err())
+	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp"}
+	reply, err := scripts.Acquire.Run(ctx, s.Client(), keys, handHolder, "h", 60000, "", "1").Slice()
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(1), "6"}, reply)
+	reply, err = scripts.Acquire.Run(ctx, s.Client(), keys, handWaiter, "w", 60000, "", "1",
+		"w1 60000 - "+handWaiter+" w", 0, 60000).Slice()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, reply[0], "queued behind the holder")
+}
+
+// handRelease runs the release script as the holder with rejoin delay
+// delay and returns its reply.
+func handRelease(t *testing.T, s *testutil.RedisServer, delay string) []any {
+	t.Helper()
+	keys := []string{handKey, handKey + ":queue", handKey + ":queue:exp", handKey + ":fence"}
+	reply, err := scripts.Release.Run(testutil.Context(t), s.Client(), keys, handHolder, handKey+":released", "11111111", delay, "1", "").Slice()
+	require.NoError(t, err)
+	return reply
+}
+
+// TestAHandOverKeepsTheRejoinRule: a node hands a lock over only once it
+// has been up for the rejoin delay (unless the rule does not apply), and
+// then counts the new holder from above its start plus the delay, as an
+// acquisition would (docs/design.md §6.1).
+func TestAHandOverKeepsTheRejoinRule(t *testing.T) {
+	s := testutil.StartRedisServer(t) // just started: up for less than a minute
+	ctx := testutil.Context(t)
+
+	handOverSetup(t, s)
+	reply := handRelease(t, s, "60000")
+	require.Len(t, reply, 2, "named, not handed over: the node is rejoining")
+	require.Equal(t, "w1", reply[1])
+	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
+
+	handOverSetup(t, s)
+	reply = handRelease(t, s, "-1")
+	require.Equal(t, []any{reply[0], "w1", "7"}, reply, "the rule does not apply: handed over, counted on from 6")
+	require.Equal(t, handWaiter+" w", s.Client().Get(ctx, handKey).Val())
+
+	handOverSetup(t, s)
+	reply = handRelease(t, s, "0")
+	require.Len(t, reply, 3, "up for the delay: handed over")
+	info := s.Client().Info(ctx, "server").Val()
+	up, _ := strconv.ParseInt(infoLine(info, "uptime_in_seconds"), 10, 64)
+	now, _ := strconv.ParseInt(infoLine(info, "server_time_usec"), 10, 64)
+	counter, err := strconv.ParseInt(reply[2].(string), 10, 64)
+	require.NoError(t, err)
+	require.Greater(t, counter, now-(up+1)*1_000_000, "counted on from the node's start, not from 6")
+}
+
+// TestAFullNodeDoesNotHandOver: a node out of memory refuses a grant's
+// first write, so a release there frees the lock and names the head
+// instead of handing the lock over; the fence counter is untouched.
+func TestAFullNodeDoesNotHandOver(t *testing.T) {
+	s := testutil.StartRedisServer(t)
+	ctx := testutil.Context(t)
+	handOverSetup(t, s)
+	require.NoError(t, s.Do(ctx, "DEBUG", "POPULATE", 20000, "filler", 100).Err())
+	require.NoError(t, s.Do(ctx, "CONFIG", "SET", "maxmemory", "1mb").Err())
+	err := s.Do(ctx, "SET", "probe", "x").Err()
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "OOM"), err.Error())
+
+	reply := handRelease(t, s, "-1")
+	require.Len(t, reply, 2, "named, not handed over")
+	require.Equal(t, "w1", reply[1])
+	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
+	require.Equal(t, "6", s.Client().Get(ctx, handKey+":fence").Val())
+}
+
+// infoLine returns field's value in an INFO reply.
+func infoLine(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
