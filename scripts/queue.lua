@@ -62,8 +62,8 @@ end
 -- highest a node gave it): it keeps the higher of that and the one it
 -- holds here. t <= 0 is a newcomer's proposal, -t (its arrival time in
 -- microseconds on its own clock): it is given that, but never less than
--- one above the last waiter's here. Both keys live as long as their
--- longest place. Its first write is a ZADD, which a node out of memory
+-- one above the last waiter's here. Both keys outlive their longest place
+-- (by up to its TTL). Its first write is a ZADD, which a node out of memory
 -- refuses.
 local function q_join(kq, ke, id, t, ttl, now)
   local cur = redis.pcall('ZSCORE', kq, id)
@@ -78,8 +78,10 @@ local function q_join(kq, ke, id, t, ttl, now)
   local ok = redis.pcall('ZADD', ke, now + ttl, id)
   if type(ok) == 'table' and ok.err then return nil, q_wrong(ke, ok.err) end
   redis.call('ZADD', kq, t, id)
-  if redis.call('PTTL', kq) < ttl then redis.call('PEXPIRE', kq, ttl) end
-  if redis.call('PTTL', ke) < ttl then redis.call('PEXPIRE', ke, ttl) end
+  -- Extended to twice the place's TTL when less than it is left: not on
+  -- every join.
+  if redis.call('PTTL', kq) < ttl then redis.call('PEXPIRE', kq, 2 * ttl) end
+  if redis.call('PTTL', ke) < ttl then redis.call('PEXPIRE', ke, 2 * ttl) end
   return t, nil
 end
 

@@ -24,9 +24,8 @@ if type(v) == 'table' then
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
 local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ' '
--- unplace removes the caller's own place, after the hand-over's SET (a
--- node out of memory must refuse that SET: q_give). A queue key that holds
--- someone else's data is left alone.
+-- unplace removes the caller's own place where it does not hold the lock.
+-- A queue key that holds someone else's data is left alone.
 local function unplace()
   if ARGV[6] and ARGV[6] ~= '' and KEYS[2] then
     redis.pcall('ZREM', KEYS[2], ARGV[6])
@@ -37,15 +36,15 @@ if not mine then
   unplace()
   return 0
 end
+-- Where the caller's token holds the lock, its place was removed when it
+-- was granted or handed the lock.
 if ARGV[3] == '' or not KEYS[2] then
   redis.call('DEL', KEYS[1])
-  unplace()
   if ARGV[3] == '' then return 1 end
   return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
 local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5])
 if not counter then redis.call('DEL', KEYS[1]) end
-unplace()
 local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
 if counter then return {heard, head, counter} end
 if head then return {heard, head} end
