@@ -58,16 +58,6 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	syncs := 0  // attempts in a row made at once to agree on a ticket
 	splits := 0 // attempts in a row that some nodes granted
 	for attempts := 1; ; attempts++ {
-		if p != nil && p.cleaned != nil {
-			// The last attempt's clean-up deletes what it was granted,
-			// under the token this attempt uses too: let it finish first.
-			select {
-			case <-p.cleaned:
-				p.settle()
-			case <-ctx.Done():
-				return nil, ctxEnded(ctx, resource, last)
-			}
-		}
 		start := time.Now()
 		lease, err := l.attempt(ctx, resource, p)
 		if err == nil {
@@ -138,21 +128,23 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			if await(ctx, w, wait) != nil {
 				return nil, ctxEnded(ctx, resource, last)
 			}
-			if p == nil || w == nil {
-				break
+			if p == nil || w == nil || l.isClosed() {
+				break // the next attempt reports a closed Locker
 			}
 			// The nodes may have handed the lock over to us: then no
 			// attempt is needed. While some have and the others have not
 			// yet, their announcements are on their way: wait for them
 			// (no longer than this wait was to last; the next attempt
-			// finds the lock wherever it went).
-			lease, fresh := l.handedOver(ctx, resource, p, w)
+			// finds the lock wherever it went). A majority that cannot
+			// make a lease (too little validity left) is taken over by
+			// an attempt at once.
+			lease, next := l.handedOver(ctx, resource, p, w)
 			if lease != nil {
 				queued = false
 				l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
 				return lease, nil
 			}
-			if wait -= time.Since(slept); !fresh || wait <= 0 {
+			if wait -= time.Since(slept); next != waitMore || wait <= 0 {
 				break
 			}
 		}

@@ -20,13 +20,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		return nil, ErrClosed
 	}
 	defer l.bg.Done()
-	token := ""
-	if p != nil {
-		token = p.token // the same for every attempt of one Acquire
-	} else {
-		token = newToken()
-	}
-	ls := newLease(l, resource, token)
+	ls := newLease(l, resource, newToken())
 	start := time.Now()
 	validUntil := start.Add(l.cfg.validity())
 	ls.validUntil = validUntil
@@ -105,7 +99,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 					v.unsure = append(v.unsure, r.idx)
 				} else if r.val.OK {
 					v.granted = append(v.granted, r.idx)
-					v.counters[r.idx] = r.val.Counter // a hand-over announced with it is stale once cleaned
+					v.counters[r.idx] = r.val.Counter // a hand-over with it is stale once cleaned
 				}
 				return false
 			})
@@ -118,9 +112,8 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		}
 		quick, all := l.cleanup(ls, append(v.granted, v.unsure...), v.answered, replies, late)
 		if orig != nil {
-			// The next attempt uses the same token: it waits for all of
-			// the clean-up, and a hand-over announced before a node was
-			// cleaned is stale.
+			// A lock handed over to the place and taken over by this
+			// attempt is gone once cleaned: its hand-over is stale.
 			orig.cleaned, orig.late = all, late
 			orig.lateNodes = orig.lateNodes[:0]
 			for i := range l.nodes {

@@ -121,10 +121,10 @@ func checkResource(resource string) error {
 // uses, its resource starting with "~" and a random id. The nodes announce
 // a hand-over to one of the Locker's waiters on its release channel alone,
 // so that the other processes waiting for the lock are not woken by it. A
-// prefix with a space has no inbox (a place names its inbox between
+// prefix with white space has no inbox (a place names its inbox between
 // spaces): hand-overs are then announced on the lock's own channel.
 func newInbox(cfg Config) string {
-	if strings.ContainsAny(cfg.KeyPrefix, " ") {
+	if strings.ContainsAny(cfg.KeyPrefix, " \t\n\v\f\r") {
 		return ""
 	}
 	return cfg.KeyPrefix + "{~" + newToken()[:16] + "}"
@@ -160,6 +160,13 @@ func (l *Locker) enter() bool {
 	}
 	l.bg.Add(1)
 	return true
+}
+
+// isClosed reports whether Close has been called.
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // track records a live lease so that Close can release it; it reports false

@@ -17,10 +17,10 @@ import (
 // as its ticket; the highest ticket the nodes gave it so far (0 before the
 // first), which it brings to every node on its next attempt so that all
 // nodes order it alike; and how long each node keeps the place without a
-// renewal. Every attempt of one Acquire uses the same token, and a node
-// that a holder releases hands the lock over to the head of its queue with
-// that token (docs/design.md section 11.2): member is what the place
-// holds on the nodes, the waiter id followed by the lock's TTL in
+// renewal. A node that a holder releases hands the lock over to the head
+// of its queue (docs/design.md section 11.2) under the place's own token
+// (never used by an attempt, each of which draws its own): member is what
+// the place holds on the nodes, the waiter id followed by the lock's TTL in
 // milliseconds, the channel to announce a hand-over on ("-": the lock's
 // own) and the lock's value "<token> <owner>".
 type place struct {
@@ -53,11 +53,10 @@ type handState struct {
 	// seen counts the hand-overs handedOver last found usable.
 	seen int
 	// cleaned is closed once the last failed attempt's clean-up has ended
-	// on every node: the next attempt, which uses the same token, must
-	// not find a grant the clean-up is about to delete.
-	cleaned <-chan struct{}
-	// lateNodes had not answered that attempt; until cleaned is closed
-	// their hand-overs do not count, then late says what their calls did.
+	// on every node. lateNodes had not answered that attempt: until then
+	// their hand-overs do not count (a late call may take the lock over),
+	// then late says what their calls did.
+	cleaned   <-chan struct{}
 	lateNodes []int
 	late      *lateResult
 }
@@ -216,19 +215,20 @@ const queuedReason = "queued: another waiter is next"
 
 // handedOver returns a lease when a majority of the nodes announced
 // handing the lock over to w's place p (docs/design.md section 11.2), and
-// reports whether it found hand-overs it had not seen before. A node's
-// hand-over counts unless it is stale (handState.dropped). The node set
+// otherwise what to do next. A node's hand-over counts unless it is stale
+// (handState.dropped) or an attempt's call to the node may still be
+// running (handState.lateNodes: it could take the lock over). The node set
 // the lock to expire min(the lease duration, what the place had left)
-// after the hand-over, which came after some attempt of this Acquire
-// placed it there: no earlier than min(lease duration, QueueTTL) after the
-// first attempt's start, even when the node's state went back to an older
+// after the hand-over, which came after some attempt of this Acquire placed
+// it there: no earlier than min(lease duration, QueueTTL) after the first
+// attempt's start, even when the node's state went back to an older
 // attempt's (a failover that lost writes). The lease is valid until then,
 // less the drift allowance and a millisecond for the node's clock read in
-// whole milliseconds. When that leaves less than NodeCallTimeout (a long
-// wait), or the fencing token is not confirmed, it returns nil: the next
-// attempt finds our token on those nodes and counts what the lock has left
-// there.
-func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *waiter) (*Lease, bool) {
+// whole milliseconds. When that leaves too little for the lease's first
+// renewal (a long wait, a QueueTTL below the lease duration), or the
+// fencing token is not confirmed, it asks for an attempt, which takes the
+// lock over for the full TTL (the acquire script).
+func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *waiter) (*Lease, handNext) {
 	counters := make([]fencing.Token, len(l.nodes))
 	var granted []int
 	settled := p.settle()
@@ -241,28 +241,16 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 	}
 	fresh := len(granted) > p.seen
 	p.seen = len(granted)
-	if len(granted) < l.quorum {
-		return nil, fresh
+	switch {
+	case len(granted) < l.quorum && fresh:
+		return nil, waitMore
+	case len(granted) < l.quorum:
+		return nil, tryNow
 	}
+	validity := l.cfg.validity()
 	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
-	if time.Until(validUntil) <= l.cfg.NodeCallTimeout {
-		return nil, fresh
-	}
-	if !settled {
-		// The last failed attempt's clean-up still runs under the token
-		// the lease would hold: a node it releases later must not count
-		// for the lease (a renewal would), so wait for it to end (within
-		// NodeCallTimeout).
-		select {
-		case <-p.cleaned:
-		case <-ctx.Done():
-			return nil, fresh
-		}
-		p.seen = 0
-		return l.handedOver(ctx, resource, p, w)
-	}
-	if !l.enter() {
-		return nil, fresh
+	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout || !l.enter() {
+		return nil, tryNow
 	}
 	defer l.bg.Done()
 	slices.Sort(granted)
@@ -272,7 +260,19 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 	fence, err := ls.confirmFence(ctx, context.WithoutCancel(ctx), granted, counters, validUntil, ae)
 	if err != nil || !time.Now().Before(validUntil) || !l.establish(ls, granted, fence, p) {
 		ls.cancel(ErrLeaseReleased)
-		return nil, fresh
+		return nil, tryNow
 	}
-	return ls, fresh
+	return ls, tryNow
 }
+
+// handNext is what an Acquire does when handedOver gives it no lease.
+type handNext int
+
+const (
+	// tryNow: make an attempt (woken for another reason, or a majority
+	// handed over that a lease cannot be made from).
+	tryNow handNext = iota
+	// waitMore: some nodes handed the lock over, the others' news is on
+	// its way.
+	waitMore
+)

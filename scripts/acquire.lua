@@ -21,10 +21,12 @@
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
 -- A fence counter that does not exist yet is created from the node's TIME
 -- in microseconds, then incremented.
--- A call with the token that holds the lock (a client-side retry, or a
--- waiter the lock was handed over to) answers {1, counter, pttl} without
--- counting a new holder: pttl is what the lock has left, which the caller
--- counts its validity from.
+-- A call with the token that holds the lock (a client-side retry) answers
+-- {1, counter, pttl} without counting a new holder: pttl is what the lock
+-- has left, which the caller counts its validity from. A lock that was
+-- handed over to the caller's place (its token is the place's, queue.lua
+-- q_member) is set to the caller's token for the full TTL and answered
+-- {1, counter}: the hand-over counted the holder.
 -- Every check that can fail runs before the first write, so an error never
 -- leaves a half-done acquisition behind, and someone else's data under the
 -- same key names is never changed. A counter at 2^63-1, which INCR cannot
@@ -43,6 +45,19 @@ if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
   return {1, fence, redis.call('PTTL', KEYS[1])}
 end
 local wid = ARGV[6] or ''
+if cur and wid ~= '' then
+  -- A lock handed over to the caller's place (under the place's own token)
+  -- is taken over by this attempt's token, for the full TTL as a grant
+  -- would be: the node counted its holder when it handed it over.
+  local _, _, _, value = q_member(wid)
+  local own = value and string.match(value, '^(%S+) ')
+  if own and string.sub(cur, 1, #own + 1) == own .. ' ' then
+    fence, bad = q_fence(KEYS[2])
+    if bad then return redis.error_reply(bad) end
+    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+    return {1, fence}
+  end
+end
 if cur and (wid == '' or not KEYS[3]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end

@@ -8,7 +8,8 @@
 -- delay in milliseconds for a hand-over (negative: the rule does not
 -- apply; "" or absent: no hand-over), ARGV[5] the seed step of a new fence
 -- counter (queue.lua, q_give); ARGV[6] the caller's own place in the
--- wait queue, removed ("" or absent: none).
+-- wait queue ("" or absent: none), removed, and whose token's lock (one
+-- handed over to the place) is released as the caller's own.
 -- When the lock has a live queue, the announcement names its head after a
 -- space: only that waiter need try. When the head left what the lock is
 -- set to, the lock is handed over to it instead of deleted (q_give), and
@@ -24,6 +25,13 @@ if type(v) == 'table' then
   return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
 end
 local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ' '
+if v and not mine and ARGV[6] and ARGV[6] ~= '' then
+  -- A lock handed over to the caller's place after its lease was granted
+  -- is the caller's too.
+  local _, _, _, value = q_member(ARGV[6])
+  local own = value and string.match(value, '^(%S+) ')
+  mine = own ~= nil and string.sub(v, 1, #own + 1) == own .. ' '
+end
 -- unplace removes the caller's own place where it does not hold the lock.
 -- A queue key that holds someone else's data is left alone.
 local function unplace()

@@ -1,0 +1,219 @@
+package redlock_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// holdProxy forwards to upstream, but holds the first client chunk that
+// contains trigger (never forwarded until flush), as a TCP segment stuck in
+// retransmission would be.
+type holdProxy struct {
+	ln       net.Listener
+	upstream string
+	trigger  []byte
+	mu       sync.Mutex
+	armed    bool
+	held     []byte
+	heldConn net.Conn
+}
+
+func newHoldProxy(t *testing.T, upstream string, trigger []byte) *holdProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &holdProxy{ln: ln, upstream: upstream, trigger: trigger}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *holdProxy) serve(c net.Conn) {
+	u, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			chunk := append([]byte(nil), buf[:n]...)
+			p.mu.Lock()
+			if p.armed && bytes.Contains(chunk, p.trigger) {
+				p.armed = false
+				p.held, p.heldConn = chunk, u
+				p.mu.Unlock()
+				// the client gives up; the held bytes stay in flight
+				_, _ = io.Copy(io.Discard, c)
+				return
+			}
+			p.mu.Unlock()
+			if _, err := u.Write(chunk); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = u.Close()
+			return
+		}
+	}
+}
+
+func (p *holdProxy) flush() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.heldConn == nil {
+		return false
+	}
+	_, _ = p.heldConn.Write(p.held)
+	time.Sleep(50 * time.Millisecond)
+	_ = p.heldConn.Close()
+	return true
+}
+
+// TestADelayedCleanUpReleaseNeverFreesALaterLease: a failed attempt's
+// clean-up release that times out can still reach its node later (a TCP
+// segment held back, delivered after a partition heals). It must delete
+// nothing but that attempt's own grant: each attempt has its own token,
+// so a later attempt's lease on the node stands, and no other caller can
+// gather a majority while that lease is valid. (With one token for every
+// attempt of an Acquire, the late release deleted the lease's lock and a
+// TryAcquire got the lock on the other two nodes.)
+func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers() {
+		require.NoError(t, scripts.Release.Load(ctx, s.Client()).Err())
+	}
+	proxy := newHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Release.Hash()))
+	cfg := redlock.Config{
+		LeaseDuration:   3 * time.Second,
+		NodeCallTimeout: 150 * time.Millisecond,
+		QueueTTL:        400 * time.Millisecond,
+		RejoinDelay:     -1,
+		NewBackOff:      func() backoff.BackOff { return backoff.NewConstantBackOff(50 * time.Millisecond) },
+	}
+	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
+	nodes, err := redlock.Dial(ctx, urls...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	w := newLocker(t, nodes, cfg)
+	key := w.Key("r")
+	// Node 2 alone is free at first: the first attempt is granted there
+	// only, and its clean-up release to node 2 is held back.
+	require.NoError(t, c.Server(0).Client().Set(ctx, key, foreignLock, 300*time.Millisecond).Err())
+	require.NoError(t, c.Server(1).Client().Set(ctx, key, foreignLock, 1200*time.Millisecond).Err())
+	proxy.mu.Lock()
+	proxy.armed = true
+	proxy.mu.Unlock()
+	lease, err := w.Acquire(ctx, "r")
+	require.NoError(t, err)
+	require.True(t, proxy.flush(), "a clean-up release was held back")
+
+	other := processLocker(t, c, redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1})
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		stolen, err := other.TryAcquire(ctx, "r")
+		if err == nil {
+			valid := time.Now().Before(lease.ValidUntil()) && lease.Context().Err() == nil
+			_ = stolen.Release(context.Background())
+			require.False(t, valid, "another caller got the lock while the lease was valid")
+		}
+	}
+	require.NoError(t, lease.Release(ctx))
+}
+
+// TestAHandOverTooShortForALeaseIsTakenOverAtOnce: with QueueTTL shorter
+// than the lease, a lock handed over lasts only what the place had left,
+// too little for a lease to renew in time; the head takes it over with an
+// attempt at once (for the full TTL), rather than holding a lease that is
+// lost on arrival or sleeping on a lock it was given.
+func TestAHandOverTooShortForALeaseIsTakenOverAtOnce(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	cfg := redlock.Config{LeaseDuration: 10 * time.Second, NodeCallTimeout: 100 * time.Millisecond, QueueTTL: time.Second, RejoinDelay: -1,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}
+	holder := processLocker(t, c, cfg)
+	lease, err := holder.Acquire(testutil.Context(t), "r")
+	require.NoError(t, err)
+	heldEverywhere(t, holder, lease)
+	w := processLocker(t, c, cfg)
+	done := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := w.Acquire(testutil.Context(t), "r")
+		if assertNoError(t, err) {
+			done <- ls
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the place has 0.7 s left
+	released := time.Now()
+	require.NoError(t, lease.Release(context.Background()))
+	var ls *redlock.Lease
+	select {
+	case ls = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the head did not take the lock")
+	}
+	require.Less(t, time.Since(released), 2*time.Second, "taken over at once, not after a wait")
+	require.Greater(t, time.Until(ls.ValidUntil()), 5*time.Second, "a full lease")
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, ls.Context().Err(), "not lost on arrival")
+	require.NoError(t, ls.Release(context.Background()))
+}
+
+// TestAPausedNodeDoesNotSlowTheHandOver: with one node of three paused
+// (it answers nothing), the other two hand the lock over to the waiter
+// as the holder releases: the waiter does not wait for its calls to the
+// paused node to time out.
+func TestAPausedNodeDoesNotSlowTheHandOver(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	cfg := redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1}
+	holder := processLocker(t, c, cfg)
+	w := processLocker(t, c, cfg)
+	for round := range 3 {
+		lease, err := holder.Acquire(testutil.Context(t), "r")
+		require.NoError(t, err)
+		if round == 0 {
+			require.NoError(t, c.Server(2).Pause())
+			t.Cleanup(func() { _ = c.Server(2).Resume() })
+		}
+		done := make(chan time.Time, 1)
+		go func() {
+			ls, err := w.Acquire(testutil.Context(t), "r")
+			if assertNoError(t, err) {
+				done <- time.Now()
+				assertNoError(t, ls.Release(context.Background()))
+			}
+		}()
+		time.Sleep(1500 * time.Millisecond) // the waiter's calls to the paused node time out meanwhile
+		released := time.Now()
+		require.NoError(t, lease.Release(context.Background()))
+		select {
+		case got := <-done:
+			t.Logf("round %d: hand-off %v", round, got.Sub(released).Round(time.Microsecond))
+			require.Less(t, got.Sub(released), 500*time.Millisecond, "round %d", round)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the waiter never got the lock", round)
+		}
+		time.Sleep(100 * time.Millisecond) // its release
+	}
+}
