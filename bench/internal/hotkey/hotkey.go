@@ -136,7 +136,7 @@ func Run(ctx context.Context, workers []impls.Worker, opts Options) Result {
 				}
 				mu.Unlock()
 
-				time.Sleep(opts.Hold)
+				Hold(opts.Hold)
 
 				mu.Lock()
 				holder, releaser, releasedAt = -1, me, time.Now()

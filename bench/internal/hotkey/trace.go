@@ -81,7 +81,7 @@ func Trace(ctx context.Context, workers []impls.Worker, opts TraceOptions) (recs
 				if holder != nil {
 					r.Resource = holder.Held()
 				}
-				time.Sleep(opts.Hold)
+				Hold(opts.Hold)
 				r.Released = time.Now().UnixNano()
 				// Release even when the run is over, so that the lock is
 				// free for the next run; ctx's end must not cut it short.
