@@ -41,7 +41,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			l.hub.leave(key, w)
 		}
 		if queued {
-			l.leaveQueue(key, p, l.allIdxs(), p.pending, true)
+			l.leaveQueue(key, p, l.allIdxs(), true)
 		}
 	}()
 	var last error // the last attempt's *AcquireError
@@ -76,6 +76,15 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		last = err
 		if ae.permanent {
 			return nil, err // waiting will not fix these nodes (finish)
+		}
+		if p != nil && ae.handed > 0 {
+			// The attempt found locks handed over to this place that no
+			// announcement had told of yet.
+			if lease, _ := l.handedOver(ctx, resource, p, w); lease != nil {
+				queued = false
+				l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+				return lease, nil
+			}
 		}
 		if p != nil {
 			// Bring the highest ticket to every node: they then order this

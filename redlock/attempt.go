@@ -34,7 +34,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		// Calls may outlive the attempt, and the caller updates its place
 		// for the next one: they read a copy. The caller's final leave
 		// waits for them.
-		p.pending = &ls.acquiring
+		p.addCalls(time.Now(), &ls.acquiring, l.cfg.NodeCallTimeout)
 		c := *p
 		p = &c
 	}
@@ -65,8 +65,14 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 			ls.validUntil = t
 		}
 	}
-	if orig != nil && orig.first.IsZero() {
-		orig.first = start
+	if orig != nil {
+		if orig.first.IsZero() {
+			orig.first = start
+		}
+		for _, i := range v.handed {
+			orig.found[i] = max(orig.found[i], v.counters[i])
+		}
+		ae.handed = len(v.handed)
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -99,43 +105,20 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 					v.unsure = append(v.unsure, r.idx)
 				} else if r.val.OK {
 					v.granted = append(v.granted, r.idx)
-					v.counters[r.idx] = r.val.Counter // a hand-over with it is stale once cleaned
 				}
 				return false
 			})
 		}
 		// The caller waits for the nodes that answered and may hold the
 		// lock, not for the others (a paused node never holds it up).
-		var late *lateResult
-		if orig != nil {
-			late = &lateResult{}
-		}
-		quick, all := l.cleanup(ls, append(v.granted, v.unsure...), v.answered, replies, late)
-		if orig != nil {
-			// A lock handed over to the place and taken over by this
-			// attempt is gone once cleaned: its hand-over is stale.
-			orig.cleaned, orig.late = all, late
-			orig.lateNodes = orig.lateNodes[:0]
-			for i := range l.nodes {
-				switch {
-				case slices.Contains(v.granted, i):
-					orig.dropped[i] = v.counters[i]
-				case slices.Contains(v.unsure, i):
-					orig.dropped[i] = notCounted
-				case !slices.Contains(v.answered, i):
-					orig.lateNodes = append(orig.lateNodes, i)
-				}
-			}
-		}
 		select {
-		case <-quick:
+		case <-l.cleanup(ls, append(v.granted, v.unsure...), v.answered):
 		case <-ctx.Done():
 		}
 		return nil, failure
 	}
 	if !l.establish(ls, granted, fence, p) {
-		quick, _ := l.cleanup(ls, append(v.granted, v.unsure...), v.answered, nil, nil)
-		<-quick
+		<-l.cleanup(ls, append(v.granted, v.unsure...), v.answered)
 		return nil, ErrClosed
 	}
 	return ls, nil
@@ -172,6 +155,7 @@ func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *pla
 // the outcome there is unknown), and the AcquireError being built.
 type tallyAcquire struct {
 	granted, answered, unsure []int
+	handed                    []int           // held by the caller's place
 	counters                  []fencing.Token // by node index
 	left                      time.Duration   // least Grant.left of the grants, 0 for none
 	ae                        AcquireError
@@ -199,6 +183,11 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 			v.left = r.val.left
 		}
 	default:
+		if r.val.handed {
+			v.handed = append(v.handed, r.idx)
+			v.counters[r.idx] = r.val.Counter
+			r.val.Reason = handedReason
+		}
 		refusal := l.nodes[r.idx].Addr()
 		if r.val.Reason != "" {
 			refusal += " (" + r.val.Reason + ")"
@@ -278,60 +267,31 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 // at once on the nodes in now (those that granted, or failed with an
 // unknown outcome), and on each node that had not answered once its call
 // has ended, so that no late grant outlives the attempt. Nodes that
-// answered with a refusal hold nothing of ours. With late (the attempt's
-// replies, of which the attempt read those of answered), a late call that
-// was refused is left alone, and what the late calls said is written to
-// out, if not nil, before the second channel closes; without it every node
-// that had not answered is released. The first channel it returns is
-// closed when the nodes in now are clean, the second when every node is.
-// It must be called while the attempt holds its count in l.bg (enter).
-func (l *Locker) cleanup(ls *Lease, now, answered []int, late <-chan reply[Grant], out *lateResult) (quick, all <-chan struct{}) {
+// answered with a refusal hold nothing of ours. The channel it returns is
+// closed when the nodes in now are clean. It must be called while the
+// attempt holds its count in l.bg (enter).
+func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 	ls.cancel(ErrLeaseReleased)
-	q, a := make(chan struct{}), make(chan struct{})
+	quick := make(chan struct{})
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
-		defer close(a)
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
 			l.releaseOn(ctx, now, ls.key, ls.token, false, "")
 		}
-		close(q)
+		close(quick)
 		if len(answered) == len(l.nodes) {
 			return
 		}
-		ls.acquiring.Wait() // every late reply is in late now
-		var rest []int
-		if late == nil {
-			for i := range l.nodes {
-				if !slices.Contains(answered, i) {
-					rest = append(rest, i)
-				}
+		ls.acquiring.Wait()
+		rest := make([]int, 0, len(l.nodes)-len(answered))
+		for i := range l.nodes {
+			if !slices.Contains(answered, i) {
+				rest = append(rest, i)
 			}
 		}
-		for late != nil {
-			var r reply[Grant]
-			select {
-			case r = <-late:
-			default:
-				late = nil
-				continue
-			}
-			switch {
-			case r.err != nil || r.val.OK:
-				rest = append(rest, r.idx)
-				if out != nil {
-					out.released = append(out.released, r.idx)
-					out.counters = append(out.counters, notCounted)
-					if r.err == nil {
-						out.counters[len(out.counters)-1] = r.val.Counter
-					}
-				}
-			}
-		}
-		if len(rest) > 0 {
-			l.releaseOn(ctx, rest, ls.key, ls.token, false, "")
-		}
+		l.releaseOn(ctx, rest, ls.key, ls.token, false, "")
 	}()
-	return q, a
+	return quick
 }

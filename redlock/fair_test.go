@@ -325,7 +325,8 @@ func TestSemaphoreWaitersPassTheGateInArrivalOrder(t *testing.T) {
 }
 
 // TestSemaphoreTryAcquireChecksTheGate: concurrent TryAcquire calls take
-// free slots without refusing each other; while a caller holds the gate,
+// free slots without refusing each other (within three passes each);
+// while a caller holds the gate,
 // TryAcquire is refused even with a slot free.
 func TestSemaphoreTryAcquireChecksTheGate(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
@@ -342,8 +343,16 @@ func TestSemaphoreTryAcquireChecksTheGate(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, s := range sems {
 		wg.Go(func() {
+			// A pass can find every other slot taken and lose the last
+			// to a split vote with another caller (both cleaned up): a
+			// second pass then finds it free. Refusals by the gate would
+			// not go away.
 			var err error
-			leases[i], err = s.TryAcquire(testutil.Context(t))
+			for range 3 {
+				if leases[i], err = s.TryAcquire(testutil.Context(t)); err == nil {
+					return
+				}
+			}
 			assertNoError(t, err)
 		})
 	}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/e6344662/go-redlock/fencing"
 )
 
 // handPlace is a waiting Acquire's place that takes a lock handed over to
@@ -72,12 +70,17 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 	require.Equal(t, next.member, q.head(t, key), "the head's place is gone")
 	require.Equal(t, releaseID(tokenHolder)+" "+head.id+" "+r.counter.String()+" "+key, <-inbox)
 
-	// The head's acquire (a retry, or one that missed the announcement)
-	// is granted with what the lock has left.
-	g := q.acquire(t, key, tokenX, head)
-	require.True(t, g.OK)
+	// An attempt of the head's Acquire (one that missed the announcement)
+	// is told its place holds the lock, with the counter and what it has
+	// left; the lock stays the place's.
+	g := q.acquire(t, key, tokenZ, head)
+	require.False(t, g.OK)
+	require.True(t, g.handed)
 	require.Equal(t, r.counter, g.Counter)
 	require.Equal(t, 1500*time.Millisecond, g.left)
+	v, err = q.m.Get(key)
+	require.NoError(t, err)
+	require.Equal(t, tokenX+" o", v)
 
 	// Its release hands the lock on to the next head, announced on the
 	// lock's own channel ("-").
@@ -166,15 +169,29 @@ func TestLeavingGivesBackAHandedOverLock(t *testing.T) {
 	require.Equal(t, next.member, q.head(t, key))
 }
 
-// TestStaleHandOversDoNotCount: a hand-over announced with a counter up to
-// the one a failed attempt's clean-up gave back is stale, and a node whose
-// clean-up is still running does not count until it has ended.
-func TestStaleHandOversDoNotCount(t *testing.T) {
-	cleaned := make(chan struct{})
-	hs := &handState{dropped: []fencing.Token{7, notCounted, 0}, cleaned: cleaned, lateNodes: []int{2}, late: &lateResult{released: []int{2}, counters: []fencing.Token{9}}}
-	require.False(t, hs.settle(), "the clean-up still runs")
-	close(cleaned)
-	require.True(t, hs.settle())
-	require.Equal(t, []fencing.Token{7, notCounted, 9}, hs.dropped, "the late grant released on node 2 had counter 9")
-	require.Empty(t, hs.lateNodes)
+// TestAReleasePassesOverTheReleasersOwnPlace: a late call of one of the
+// releasing lease's own attempts may have queued its place again; the
+// release removes it and hands the lock to the next waiter, never to the
+// lease's own (dead) place. A lock held by the place's token (handed over
+// after the lease was granted) is the lease's to release too.
+func TestAReleasePassesOverTheReleasersOwnPlace(t *testing.T) {
+	const key = "redlock:{own-late}"
+	q := newQueueNodes(t, 1, time.Unix(1_800_000_000, 0))[0]
+	mine := handPlace("1111111111111111", tokenX, 10*time.Second, time.Minute, "-")
+	other := handPlace("2222222222222222", tokenY, 10*time.Second, time.Minute, "-")
+	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	require.False(t, q.acquire(t, key, tokenZ, mine).OK, "a late attempt queues the lease's place")
+	require.False(t, q.acquire(t, key, tokenY, other).OK)
+	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, testHandOver, mine.member)
+	require.NoError(t, err)
+	require.Equal(t, other.id, r.head, "the lease's own place is passed over")
+	v, _ := q.m.Get(key)
+	require.Equal(t, tokenY+" o", v)
+	require.False(t, q.m.Exists(key+":queue"), "both places are gone")
+
+	// A lock held by a place's token is released with that place.
+	r, err = q.node.releaseCounting(context.Background(), releaseKeys(key), tokenZ, testHandOver, other.member)
+	require.NoError(t, err)
+	require.True(t, r.released)
+	require.False(t, q.m.Exists(key))
 }

@@ -59,9 +59,11 @@ type Grant struct {
 	ticket   int64
 	headLeft time.Duration
 	// left is what the lock had left when the caller's token already held
-	// it (a retry, or a lock handed over to the caller); 0 for a new grant,
-	// which lasts the full lease duration.
-	left time.Duration
+	// it (a client-side retry); 0 for a new grant, which lasts the full
+	// lease duration. handed reports a refusal because the caller's place
+	// holds the lock (a hand-over, counted with Counter).
+	left   time.Duration
+	handed bool
 }
 
 // LockInfo is the state of one resource on one node.

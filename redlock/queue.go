@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,68 +29,48 @@ type place struct {
 	arrival int64
 	ticket  int64
 	ttl     time.Duration
-	// pending is the last attempt's node calls, which may still queue
-	// the place after the attempt returned.
-	pending *sync.WaitGroup
 	// handState is shared with the copies the attempts' node calls read.
 	*handState
 }
 
-// handState is what a waiter knows of the locks handed over to it, by
-// node index. Only the Acquire call's own goroutine touches it.
+// handState is what a waiter knows of the locks handed over to its place,
+// shared by the copies of the place that the attempts' calls read. Only
+// the Acquire call's own goroutine touches it.
 type handState struct {
 	// first is the start of the Acquire's first attempt: every state of
 	// its place on any node comes from an attempt that started later
 	// (the place's member is this Acquire's own).
 	first time.Time
-	// dropped is the highest fence counter of a lock this waiter held on
-	// the node and gave up (a failed attempt's clean-up): a hand-over
-	// announced with a counter up to it is stale. notCounted when the
-	// counter is unknown (every hand-over announced so far is stale, and
-	// the node is left to the attempts).
-	dropped []fencing.Token
-	// seen counts the hand-overs handedOver last found usable.
+	// seen counts the hand-overs handedOver last found.
 	seen int
-	// cleaned is closed once the last failed attempt's clean-up has ended
-	// on every node. lateNodes had not answered that attempt: until then
-	// their hand-overs do not count (a late call may take the lock over),
-	// then late says what their calls did.
-	cleaned   <-chan struct{}
-	lateNodes []int
-	late      *lateResult
+	// found holds, by node index, the counter of a lock that an attempt
+	// found held by the place's token (a hand-over it had not heard of).
+	found map[int]fencing.Token
+	// calls are the node calls of the attempts that may still be running,
+	// with when each attempt started; the final leave waits for them (a
+	// late call could queue the place again).
+	calls []startedCalls
 }
 
-// lateResult is what the calls of a failed attempt that answered after it
-// ended did (cleanup writes it, then closes handState.cleaned): the nodes
-// where a grant (or an unknown outcome) was released, with the counter
-// released (notCounted when unknown).
-type lateResult struct {
-	released []int
-	counters []fencing.Token
+// startedCalls is one attempt's node calls and its start.
+type startedCalls struct {
+	at time.Time
+	wg *sync.WaitGroup
 }
 
-// settle takes in what the last failed attempt's late calls did, once its
-// clean-up has ended, and reports whether the late nodes are settled.
-func (hs *handState) settle() bool {
-	if len(hs.lateNodes) == 0 {
-		return true
-	}
-	select {
-	case <-hs.cleaned:
-	default:
-		return false
-	}
-	if r := hs.late; r != nil {
-		for k, i := range r.released {
-			hs.dropped[i] = r.counters[k]
-		}
-	}
-	hs.lateNodes, hs.late = hs.lateNodes[:0], nil
-	return true
+// addCalls records an attempt's calls, forgetting those of attempts that
+// started more than NodeCallTimeout (plus a margin) ago: they have ended.
+func (hs *handState) addCalls(at time.Time, wg *sync.WaitGroup, timeout time.Duration) {
+	hs.calls = slices.DeleteFunc(hs.calls, func(c startedCalls) bool { return at.Sub(c.at) > timeout+time.Second })
+	hs.calls = append(hs.calls, startedCalls{at, wg})
 }
 
-// notCounted marks a node in handState.dropped whose counter is unknown.
-const notCounted = fencing.Token(math.MaxUint64)
+// waitCalls waits for every attempt's calls that may still be running.
+func (hs *handState) waitCalls() {
+	for _, c := range hs.calls {
+		c.wg.Wait()
+	}
+}
 
 // ticketArg is the ticket argument of the acquire script: the agreed
 // ticket, or before there is one the arrival time as a proposal (negated).
@@ -109,16 +88,13 @@ func (l *Locker) newPlace() *place {
 		return nil
 	}
 	id, token := newToken()[:16], newToken()
-	n := len(l.nodes)
 	return &place{
-		id:      id,
-		member:  id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner,
-		token:   token,
-		arrival: time.Now().UnixMicro(),
-		ttl:     l.cfg.QueueTTL,
-		handState: &handState{
-			dropped: make([]fencing.Token, n),
-		},
+		id:        id,
+		member:    id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner,
+		token:     token,
+		arrival:   time.Now().UnixMicro(),
+		ttl:       l.cfg.QueueTTL,
+		handState: &handState{found: make(map[int]fencing.Token, len(l.nodes))},
 	}
 }
 
@@ -154,20 +130,18 @@ func canQueue(nodes []Node) bool {
 }
 
 // leaveQueue takes p out of key's queue on the nodes idxs once the calls
-// that may still queue it (pending, when not nil) have ended: in the
-// background, or at once in the caller's goroutine when the Locker is
-// closed (a closed Locker leaves no place behind). Each call is bounded by
-// NodeCallTimeout. With give (an Acquire that ended without a lease), a
-// node that had handed its lock over to p gives it up; where p was the
-// head of a free lock, or gave it up, the node announces the next head.
-func (l *Locker) leaveQueue(key string, p *place, idxs []int, pending *sync.WaitGroup, give bool) {
+// of its attempts that may still queue it have ended: in the background,
+// or at once in the caller's goroutine when the Locker is closed (a closed
+// Locker leaves no place behind). Each call is bounded by NodeCallTimeout.
+// With give (an Acquire that ended without a lease), a node that had
+// handed its lock over to p gives it up; where p was the head of a free
+// lock, or gave it up, the node announces the next head.
+func (l *Locker) leaveQueue(key string, p *place, idxs []int, give bool) {
 	if p == nil || len(idxs) == 0 {
 		return
 	}
 	leave := func() {
-		if pending != nil {
-			pending.Wait()
-		}
+		p.waitCalls()
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.NodeCallTimeout)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -209,35 +183,41 @@ func (q *queueView) add(g Grant) {
 	}
 }
 
+// handedReason is a node's reason for refusing an attempt whose place
+// holds the lock: the Acquire takes it as a hand-over.
+const handedReason = "handed over to this waiter's place"
+
 // queuedReason is a node's reason for refusing a free lock: the head of
 // its wait queue is another waiter.
 const queuedReason = "queued: another waiter is next"
 
-// handedOver returns a lease when a majority of the nodes announced
-// handing the lock over to w's place p (docs/design.md section 11.2), and
-// otherwise what to do next. A node's hand-over counts unless it is stale
-// (handState.dropped) or an attempt's call to the node may still be
-// running (handState.lateNodes: it could take the lock over). The node set
-// the lock to expire min(the lease duration, what the place had left)
-// after the hand-over, which came after some attempt of this Acquire placed
-// it there: no earlier than min(lease duration, QueueTTL) after the first
-// attempt's start, even when the node's state went back to an older
-// attempt's (a failover that lost writes). The lease is valid until then,
-// less the drift allowance and a millisecond for the node's clock read in
-// whole milliseconds. When that leaves too little for the lease's first
-// renewal (a long wait, a QueueTTL below the lease duration), or the
-// fencing token is not confirmed, it asks for an attempt, which takes the
-// lock over for the full TTL (the acquire script).
+// handedOver returns a lease when a majority of the nodes handed the lock
+// over to w's place p (docs/design.md section 11.2), as their announcements
+// or an attempt's replies say, and otherwise what to do next. The node
+// set the lock, under the place's token, to expire min(the lease duration,
+// what the place had left) after the hand-over, which came after some
+// attempt of this Acquire placed it there: no earlier than min(lease
+// duration, QueueTTL) after the first attempt's start, even when the
+// node's state went back to an older attempt's (a failover that lost
+// writes). Nothing but this Acquire's end (its lease's release, or its
+// leaving) frees a lock held by the place's token. The lease is valid
+// until then, less the drift allowance and a millisecond for the node's
+// clock read in whole milliseconds. When that leaves too little for the
+// lease's first renewal (a long wait, a QueueTTL below the lease
+// duration), the locks are renewed first, for the full TTL.
 func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *waiter) (*Lease, handNext) {
 	counters := make([]fencing.Token, len(l.nodes))
+	var handed map[int]fencing.Token
+	if w != nil {
+		handed = l.hub.handovers(w)
+	}
 	var granted []int
-	settled := p.settle()
-	for i, c := range l.hub.handovers(w) {
-		if c <= p.dropped[i] || (!settled && slices.Contains(p.lateNodes, i)) {
-			continue
+	for i := range l.nodes {
+		c := max(handed[i], p.found[i])
+		if c > 0 {
+			granted = append(granted, i)
+			counters[i] = c
 		}
-		granted = append(granted, i)
-		counters[i] = c
 	}
 	fresh := len(granted) > p.seen
 	p.seen = len(granted)
@@ -247,17 +227,40 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 	case len(granted) < l.quorum:
 		return nil, tryNow
 	}
-	validity := l.cfg.validity()
-	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
-	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout || !l.enter() {
+	if !l.enter() {
 		return nil, tryNow
 	}
 	defer l.bg.Done()
+	validity := l.cfg.validity()
+	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
+	opCtx := context.WithoutCancel(ctx)
+	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout {
+		// Renew the handed-over locks for the full TTL: the validity then
+		// counts from the renewal's start, on the nodes that confirm.
+		start := time.Now()
+		var mu sync.Mutex
+		var renewed []int
+		t := l.yesNo(opCtx, "renew", granted, false, func(ctx context.Context, n Node) (bool, error) {
+			ok, err := n.Renew(ctx, l.Key(resource), p.token, l.cfg.LeaseDuration)
+			if ok {
+				mu.Lock()
+				renewed = append(renewed, slices.Index(l.nodes, n))
+				mu.Unlock()
+			}
+			return ok, err
+		})
+		if t.yes < l.quorum {
+			return nil, tryNow
+		}
+		mu.Lock()
+		granted, validUntil = slices.Clone(renewed), start.Add(validity)
+		mu.Unlock()
+	}
 	slices.Sort(granted)
 	ls := newLease(l, resource, p.token)
 	ls.validUntil = validUntil
 	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: len(l.nodes)}
-	fence, err := ls.confirmFence(ctx, context.WithoutCancel(ctx), granted, counters, validUntil, ae)
+	fence, err := ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
 	if err != nil || !time.Now().Before(validUntil) || !l.establish(ls, granted, fence, p) {
 		ls.cancel(ErrLeaseReleased)
 		return nil, tryNow

@@ -168,8 +168,9 @@ func nodeTTL(ttl time.Duration) int64 {
 
 // parseGrant decodes the acquire script's reply {1, counter} (the counter a
 // decimal string, exact at any size), {1, counter, pttl} when the caller's
-// token already held the lock, {0, pttl}, or {0, pttl, ticket, ms} from a
-// lock with a wait queue.
+// token already held the lock, {2, counter, pttl} when the caller's place
+// did (a hand-over), {0, pttl}, or {0, pttl, ticket, ms} from a lock with a
+// wait queue.
 func parseGrant(reply any) (Grant, error) {
 	vals, ok := reply.([]any)
 	if !ok || len(vals) < 2 || len(vals) > 4 {
@@ -181,14 +182,14 @@ func parseGrant(reply any) (Grant, error) {
 	}
 	switch v := vals[1].(type) {
 	case string:
-		if flag != 1 || len(vals) == 4 {
+		if flag != 1 && flag != 2 || len(vals) == 4 || flag == 2 && len(vals) != 3 {
 			break
 		}
 		c, err := fencing.ParseToken(v)
 		if err != nil {
 			return Grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
 		}
-		g := Grant{OK: true, Counter: c}
+		g := Grant{OK: flag == 1, Counter: c, handed: flag == 2}
 		if len(vals) == 3 {
 			// The token already held the lock: the validity counts from
 			// what it has left, at least a millisecond (PX rounds up).

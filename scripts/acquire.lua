@@ -25,8 +25,7 @@
 -- {1, counter, pttl} without counting a new holder: pttl is what the lock
 -- has left, which the caller counts its validity from. A lock that was
 -- handed over to the caller's place (its token is the place's, queue.lua
--- q_member) is set to the caller's token for the full TTL and answered
--- {1, counter}: the hand-over counted the holder.
+-- q_member) is answered {2, counter, pttl} and left as it is.
 -- Every check that can fail runs before the first write, so an error never
 -- leaves a half-done acquisition behind, and someone else's data under the
 -- same key names is never changed. A counter at 2^63-1, which INCR cannot
@@ -46,16 +45,14 @@ if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
 end
 local wid = ARGV[6] or ''
 if cur and wid ~= '' then
-  -- A lock handed over to the caller's place (under the place's own token)
-  -- is taken over by this attempt's token, for the full TTL as a grant
-  -- would be: the node counted its holder when it handed it over.
+  -- A lock handed over to the caller's place (under the place's own
+  -- token) is reported, not taken: only the place's Acquire may use it.
   local _, _, _, value = q_member(wid)
   local own = value and string.match(value, '^(%S+) ')
   if own and string.sub(cur, 1, #own + 1) == own .. ' ' then
     fence, bad = q_fence(KEYS[2])
     if bad then return redis.error_reply(bad) end
-    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-    return {1, fence}
+    return {2, fence, redis.call('PTTL', KEYS[1])}
   end
 end
 if cur and (wid == '' or not KEYS[3]) then

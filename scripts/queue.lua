@@ -25,18 +25,20 @@ end
 -- before it that have lapsed (a place with no live expiry has), an error
 -- when a queue key holds someone else's data (nothing else then), and the
 -- node's clock in milliseconds (now, or read here when nil and needed).
+-- A place equal to skip counts as lapsed.
 -- The queue is read a few places at a time: the head is nearly always
 -- first. A script that grants writes nothing before its first write that
 -- needs memory, so that a node out of memory refuses it (Redis lets a
 -- script that has already written go on writing).
-local function q_scan(kq, ke, now)
+local function q_scan(kq, ke, now, skip)
   local gone = {}
   local from, step = 0, 4
   while true do
     local ids = redis.pcall('ZRANGE', kq, from, from + step - 1)
     if ids.err then return nil, 0, gone, q_wrong(kq, ids.err), now end
     for _, id in ipairs(ids) do
-      local exp = redis.pcall('ZSCORE', ke, id)
+      local exp = 0
+      if id ~= skip then exp = redis.pcall('ZSCORE', ke, id) end
       if type(exp) == 'table' then return nil, 0, gone, q_wrong(ke, exp.err), now end
       now = now or q_now()
       exp = tonumber(exp)
@@ -181,14 +183,15 @@ end
 -- the head's place has left (a waiter that died holds the lock up no
 -- longer than its place would have), its place is removed and the fence
 -- counter counts it as a new holder. delay and step are the rejoin delay
--- (q_rejoin) and the seed step (q_count). It returns the head's id (nil
+-- (q_rejoin) and the seed step (q_count); the place skip (the releasing
+-- caller's own) is passed over and removed. It returns the head's id (nil
 -- when the queue has no live place, or a queue key holds someone else's
 -- data) and, when it handed the lock over, the
 -- new counter and the channel to announce it on (q_member). Nothing is written before the SET, which a node out of
 -- memory refuses: the lock is then not handed over, and the caller
 -- deletes it. Lapsed places are removed after.
-local function q_give(kl, kq, ke, kf, delay, step)
-  local head, left, gone, err = q_scan(kq, ke, nil)
+local function q_give(kl, kq, ke, kf, delay, step, skip)
+  local head, left, gone, err = q_scan(kq, ke, nil, skip)
   if err then return nil, nil, nil end -- not a redlock queue: none
   if not head then
     q_purge(kq, ke, gone)

@@ -32,8 +32,8 @@ if v and not mine and ARGV[6] and ARGV[6] ~= '' then
   local own = value and string.match(value, '^(%S+) ')
   mine = own ~= nil and string.sub(v, 1, #own + 1) == own .. ' '
 end
--- unplace removes the caller's own place where it does not hold the lock.
--- A queue key that holds someone else's data is left alone.
+-- unplace removes the caller's own place. A queue key that holds someone
+-- else's data is left alone.
 local function unplace()
   if ARGV[6] and ARGV[6] ~= '' and KEYS[2] then
     redis.pcall('ZREM', KEYS[2], ARGV[6])
@@ -44,15 +44,17 @@ if not mine then
   unplace()
   return 0
 end
--- Where the caller's token holds the lock, its place was removed when it
--- was granted or handed the lock.
 if ARGV[3] == '' or not KEYS[2] then
   redis.call('DEL', KEYS[1])
+  unplace()
   if ARGV[3] == '' then return 1 end
   return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
-local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5])
+-- The caller's own place may still stand here (a late call of one of its
+-- attempts queued it again): it is passed over, never handed the lock.
+local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5], ARGV[6])
 if not counter then redis.call('DEL', KEYS[1]) end
+unplace()
 local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
 if counter then return {heard, head, counter} end
 if head then return {heard, head} end

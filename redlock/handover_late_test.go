@@ -1,0 +1,251 @@
+package redlock_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// seqHoldProxy holds, in order, the first client chunk containing
+// triggers[0], then the first later chunk containing triggers[1], ...
+// (each never forwarded until flush), as TCP segments stuck in
+// retransmission would be.
+type seqHoldProxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	triggers [][]byte
+	stage    int
+	armed    bool
+	held     [][]byte
+	conns    []net.Conn
+}
+
+func newSeqHoldProxy(t *testing.T, upstream string, triggers ...[]byte) *seqHoldProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &seqHoldProxy{ln: ln, upstream: upstream, triggers: triggers}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *seqHoldProxy) serve(c net.Conn) {
+	u, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			chunk := append([]byte(nil), buf[:n]...)
+			p.mu.Lock()
+			if p.armed && p.stage < len(p.triggers) && bytes.Contains(chunk, p.triggers[p.stage]) {
+				p.stage++
+				p.held = append(p.held, chunk)
+				p.conns = append(p.conns, u)
+				p.mu.Unlock()
+				_, _ = io.Copy(io.Discard, c)
+				return
+			}
+			p.mu.Unlock()
+			if _, err := u.Write(chunk); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = u.Close()
+			return
+		}
+	}
+}
+
+func (p *seqHoldProxy) heldCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held)
+}
+
+func (p *seqHoldProxy) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.held {
+		_, _ = p.conns[i].Write(p.held[i])
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+func tokenOn(t *testing.T, c *testutil.RedisCluster, i int, key string) string {
+	v, _ := c.Server(i).Client().Get(context.Background(), key).Result()
+	tok, _, _ := strings.Cut(v, " ")
+	return tok
+}
+
+// TestALateAttemptCannotTakeOverACountedHandOver: attempt 1's call to node
+// 2 is held back; attempt 2 answers from every node, which clears
+// handState.lateNodes; the holder's release hands nodes 1 and 2 over to the
+// waiter's place token H and the waiter counts both. Attempt 1's call then
+// lands on node 2 and takes H's lock over (acquire.lua), and its clean-up
+// release hands node 2 to the next waiter Q. The waiter's lease is valid
+// while H stands on 1 node of 3, and Q then gets a majority (nodes 0 and 2)
+// while the waiter's lease is still valid.
+func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers() {
+		require.NoError(t, scripts.Acquire.Load(ctx, s.Client()).Err())
+		require.NoError(t, scripts.Release.Load(ctx, s.Client()).Err())
+	}
+	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()), []byte(scripts.Release.Hash()))
+	base := redlock.Config{
+		LeaseDuration:   6 * time.Second,
+		NodeCallTimeout: 500 * time.Millisecond,
+		QueueTTL:        3 * time.Second,
+		RejoinDelay:     -1,
+	}
+	wcfg := base
+	wcfg.NewBackOff = func() backoff.BackOff { return backoff.NewConstantBackOff(200 * time.Millisecond) }
+	qcfg := base
+	qcfg.NewBackOff = func() backoff.BackOff { return backoff.NewConstantBackOff(50 * time.Millisecond) }
+
+	x := processLocker(t, c, base)
+	key := x.Key("r")
+	require.NoError(t, c.Server(0).Client().Set(ctx, key, foreignLock, 2*time.Second).Err())
+	xl, err := x.TryAcquire(ctx, "r")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return tokenOn(t, c, 1, key) == xl.Token() && tokenOn(t, c, 2, key) == xl.Token() }, time.Second, time.Millisecond)
+
+	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
+	nodes, err := redlock.Dial(ctx, urls...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	w := newLocker(t, nodes, wcfg)
+	q := processLocker(t, c, qcfg)
+
+	proxy.mu.Lock()
+	proxy.armed = true
+	proxy.mu.Unlock()
+	S := time.Now()
+	wDone := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := w.Acquire(ctx, "r")
+		if assertNoError(t, err) {
+			wDone <- ls
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	qDone := make(chan *redlock.Lease, 1)
+	qctx, qcancel := context.WithCancel(ctx)
+	qEnded := make(chan struct{})
+	defer func() { qcancel(); <-qEnded }()
+	go func() {
+		defer close(qEnded)
+		ls, err := q.Acquire(qctx, "r")
+		if qctx.Err() == nil && assertNoError(t, err) {
+			qDone <- ls
+		} else if err == nil {
+			_ = ls.Release(context.Background())
+		}
+	}()
+	time.Sleep(400 * time.Millisecond)
+	require.NoError(t, xl.Release(ctx))
+	var wl *redlock.Lease
+	select {
+	case wl = <-wDone:
+	case <-time.After(3 * time.Second):
+		t.Fatal("W got no lease")
+	}
+	t.Logf("W lease at +%v, valid until +%v, token on nodes: %v %v %v (lease %s)", time.Since(S).Round(time.Millisecond),
+		wl.ValidUntil().Sub(S).Round(time.Millisecond), tokenOn(t, c, 0, key)[:8], tokenOn(t, c, 1, key)[:8], tokenOn(t, c, 2, key)[:8], wl.Token()[:8])
+	require.Equal(t, wl.Token(), tokenOn(t, c, 2, key), "W's lease came from the hand-over (its place token holds node 2)")
+	require.Equal(t, 2, proxy.heldCount(), "attempt 1's acquire and its clean-up release were held")
+	// Let W's first renewal pass, then deliver the held calls.
+	time.Sleep(time.Until(S.Add(1300 * time.Millisecond)))
+	proxy.flush()
+	t.Logf("after flush (+%v): node tokens %v %v %v; W valid until +%v ctx err %v", time.Since(S).Round(time.Millisecond),
+		tokenOn(t, c, 0, key), tokenOn(t, c, 1, key), tokenOn(t, c, 2, key), wl.ValidUntil().Sub(S).Round(time.Millisecond), wl.Context().Err())
+	held := 0
+	for i := range 3 {
+		if tokenOn(t, c, i, key) == wl.Token() {
+			held++
+		}
+	}
+	minority := held < 2 && wl.Context().Err() == nil && time.Now().Before(wl.ValidUntil())
+	require.False(t, minority, "W's lease is valid for %v more while its lock stands on %d of 3 nodes", time.Until(wl.ValidUntil()).Round(time.Millisecond), held)
+	select {
+	case ql := <-qDone:
+		now := time.Now()
+		wValid := wl.Context().Err() == nil && now.Before(wl.ValidUntil())
+		t.Logf("Q lease at +%v (fence %d), W fence %d, W valid: %v (until +%v)", now.Sub(S).Round(time.Millisecond), ql.Fence(), wl.Fence(), wValid, wl.ValidUntil().Sub(S).Round(time.Millisecond))
+		require.False(t, wValid, "two leases valid at once: W until +%v, Q from +%v", wl.ValidUntil().Sub(S).Round(time.Millisecond), now.Sub(S).Round(time.Millisecond))
+		_ = ql.Release(context.Background())
+	case <-time.After(2 * time.Second):
+		// Q waits behind W's valid lease, as it should.
+	}
+	_ = wl.Release(context.Background())
+}
+
+// TestALeaseReleaseNeverHandsTheLockToItsOwnPlace: attempt 1's call to node 2
+// is held back; attempt 2 gets the lease on every node. The held call then
+// lands: node 2 holds the lease's token, so it queues the place again; the
+// lease's release on node 2 hands the lock over to that place (release.lua
+// assumes the place is gone where the token holds the lock), and node 2
+// stays locked by nobody for the place's remaining QueueTTL.
+func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers() {
+		require.NoError(t, scripts.Acquire.Load(ctx, s.Client()).Err())
+	}
+	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
+	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
+	nodes, err := redlock.Dial(ctx, urls...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	w := newLocker(t, nodes, cfg)
+	key := w.Key("r")
+	require.NoError(t, c.Server(0).Client().Set(ctx, key, foreignLock, 150*time.Millisecond).Err())
+	require.NoError(t, c.Server(1).Client().Set(ctx, key, foreignLock, 150*time.Millisecond).Err())
+	proxy.mu.Lock()
+	proxy.armed = true
+	proxy.mu.Unlock()
+	lease, err := w.Acquire(ctx, "r")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return tokenOn(t, c, 2, key) == lease.Token() }, time.Second, time.Millisecond)
+	proxy.flush()
+	n, _ := c.Server(2).Client().ZCard(ctx, key+":queue").Result()
+	t.Logf("places on node 2 after the late call: %d", n)
+	require.NoError(t, lease.Release(ctx))
+	v, _ := c.Server(2).Client().Get(ctx, key).Result()
+	ms, _ := c.Server(2).Client().PTTL(ctx, key).Result()
+	require.Empty(t, v, "after the lease's release node 2 is locked for %v (the lease's own place)", ms)
+	require.Zero(t, c.Server(2).Client().Exists(ctx, key+":queue").Val(), "the place is gone")
+}
