@@ -109,6 +109,17 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 				return false
 			})
 		}
+		if orig != nil && len(v.granted) > 0 && len(v.handed) > 0 && len(v.granted)+len(v.handed) >= l.quorum && ctx.Err() == nil {
+			// This attempt's grants and the locks handed over to the place
+			// make a majority together: the grants move under the place's
+			// token (for the full TTL) and count as handed over.
+			held := l.rehold(opCtx, ls.key, v.granted, ls.token, orig)
+			for i, c := range held {
+				orig.found[i] = max(orig.found[i], c)
+				ae.handed++
+			}
+			v.granted = slices.DeleteFunc(v.granted, func(i int) bool { _, ok := held[i]; return ok })
+		}
 		// The caller waits for the nodes that answered and may hold the
 		// lock, not for the others (a paused node never holds it up).
 		select {
@@ -137,8 +148,8 @@ func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *pla
 	for k, i := range granted {
 		ls.granted[k] = l.nodes[i].Addr()
 	}
-	if p != nil && len(granted) < len(l.nodes) {
-		ls.place = p.member
+	if p != nil {
+		ls.place = p.member // its place may stand again where a late call queued it
 	}
 	if !l.track(ls) {
 		return false

@@ -249,3 +249,74 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 	require.Empty(t, v, "after the lease's release node 2 is locked for %v (the lease's own place)", ms)
 	require.Zero(t, c.Server(2).Client().Exists(ctx, key+":queue").Val(), "the place is gone")
 }
+
+// TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode (from a
+// review): with one node the lease holds every node, and still its place
+// may be queued again by a late call of an earlier attempt; the release
+// passes it over.
+func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
+	c := testutil.StartRedis(t, 1)
+	ctx := testutil.Context(t)
+	require.NoError(t, scripts.Acquire.Load(ctx, c.Server(0).Client()).Err())
+	proxy := newSeqHoldProxy(t, c.Server(0).Addr(), []byte(scripts.Acquire.Hash()))
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
+	nodes, err := redlock.Dial(ctx, "redis://"+proxy.ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	w := newLocker(t, nodes, cfg)
+	key := w.Key("r")
+	proxy.mu.Lock()
+	proxy.armed = true
+	proxy.mu.Unlock()
+	lease, err := w.Acquire(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, 1, proxy.heldCount())
+	proxy.flush()
+	time.Sleep(100 * time.Millisecond)
+	n, _ := c.Server(0).Client().ZCard(ctx, key+":queue").Result()
+	t.Logf("places after the late call: %d", n)
+	require.NoError(t, lease.Release(ctx))
+	v, _ := c.Server(0).Client().Get(ctx, key).Result()
+	ms, _ := c.Server(0).Client().PTTL(ctx, key).Result()
+	require.Empty(t, v, "after the lease's release the node is locked for %v (the lease's own place)", ms)
+}
+
+// TestGrantsAndHandOversMakeAMajorityTogether (from a review): the
+// holder's release fails on one node (node 1 stays held) and hands node 0
+// over to the waiter's place, while node 2 is free with the waiter at its
+// head. One hand-over and one grant are a majority: the waiter moves its
+// grant under its place's token and holds the lock at once, rather than
+// cleaning the grant up on every attempt until a lock expires.
+func TestGrantsAndHandOversMakeAMajorityTogether(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
+	x := processLocker(t, c, cfg)
+	key := x.Key("r")
+	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 1500*time.Millisecond).Err())
+	xl, err := x.TryAcquire(ctx, "r")
+	require.NoError(t, err)
+	p := processLocker(t, c, cfg)
+	done := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := p.Acquire(ctx, "r")
+		if assertNoError(t, err) {
+			done <- ls
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond) // node 2 free now, P at its head
+	require.NoError(t, c.Server(1).Client().Set(ctx, key, foreignLock, 10*time.Second).Err())
+	rel := time.Now()
+	require.ErrorIs(t, xl.Release(ctx), redlock.ErrLeaseLost, "released on node 0 only")
+	select {
+	case ls := <-done:
+		t.Logf("the waiter's lease %v after the release", time.Since(rel).Round(time.Millisecond))
+		require.Less(t, time.Since(rel), 2*time.Second, "not after a lock expired (QueueTTL 4 s)")
+		require.Greater(t, ls.Fence(), xl.Fence())
+		require.NoError(t, ls.Release(ctx))
+	case <-time.After(8 * time.Second):
+		t.Fatal("no lease")
+	}
+}

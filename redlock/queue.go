@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -236,25 +237,18 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 	opCtx := context.WithoutCancel(ctx)
 	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout {
 		// Renew the handed-over locks for the full TTL: the validity then
-		// counts from the renewal's start, on the nodes that confirm.
+		// counts from the renewal's start, on the nodes that confirm, with
+		// the counters they say now.
 		start := time.Now()
-		var mu sync.Mutex
-		var renewed []int
-		t := l.yesNo(opCtx, "renew", granted, false, func(ctx context.Context, n Node) (bool, error) {
-			ok, err := n.Renew(ctx, l.Key(resource), p.token, l.cfg.LeaseDuration)
-			if ok {
-				mu.Lock()
-				renewed = append(renewed, slices.Index(l.nodes, n))
-				mu.Unlock()
-			}
-			return ok, err
-		})
-		if t.yes < l.quorum {
+		held := l.rehold(opCtx, l.Key(resource), granted, p.token, p)
+		if len(held) < l.quorum {
 			return nil, tryNow
 		}
-		mu.Lock()
-		granted, validUntil = slices.Clone(renewed), start.Add(validity)
-		mu.Unlock()
+		granted, validUntil = granted[:0], start.Add(validity)
+		for i, c := range held {
+			granted = append(granted, i)
+			counters[i] = c
+		}
 	}
 	slices.Sort(granted)
 	ls := newLease(l, resource, p.token)
@@ -266,6 +260,31 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 		return nil, tryNow
 	}
 	return ls, tryNow
+}
+
+// rehold sets key, held by token from on the nodes idxs, to p's own lock
+// value for the lease duration, and returns the nodes that did it with
+// their fence counters (within NodeCallTimeout).
+func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string, p *place) map[int]fencing.Token {
+	value := p.token + " " + l.cfg.Owner
+	var mu sync.Mutex
+	held := make(map[int]fencing.Token, len(idxs))
+	l.yesNo(ctx, "rehold", idxs, false, func(ctx context.Context, n Node) (bool, error) {
+		r, ok := n.(rejoiner)
+		if !ok {
+			return false, nil
+		}
+		c, ok, err := r.rehold(ctx, key, from, value, l.cfg.LeaseDuration)
+		if ok {
+			mu.Lock()
+			held[slices.Index(l.nodes, n)] = c
+			mu.Unlock()
+		}
+		return ok, err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return maps.Clone(held)
 }
 
 // handNext is what an Acquire does when handedOver gives it no lease.

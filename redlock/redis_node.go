@@ -153,6 +153,26 @@ func (n *RedisNode) leaveQueue(ctx context.Context, key, member string, give boo
 	return scripts.Leave.Run(ctx, n.client, []string{key, qt, qe}, member, releaseChannel(key), leaveMark+releaseID(member), g).Err()
 }
 
+// rehold sets key, held by token from, to value for ttl, and returns the
+// fence counter; ok is false when from does not hold it.
+func (n *RedisNode) rehold(ctx context.Context, key, from, value string, ttl time.Duration) (c fencing.Token, ok bool, err error) {
+	reply, err := scripts.Rehold.Run(ctx, n.client, []string{key, fenceKey(key)}, from, value, nodeTTL(ttl)).Slice()
+	if err != nil {
+		return 0, false, scriptErr(err, from)
+	}
+	if len(reply) == 1 && reply[0] == int64(0) {
+		return 0, false, nil
+	}
+	if len(reply) == 2 && reply[0] == int64(1) {
+		if s, isStr := reply[1].(string); isStr {
+			if c, err := fencing.ParseToken(s); err == nil {
+				return c, true, nil
+			}
+		}
+	}
+	return 0, false, fmt.Errorf("%w: rehold reply %s", errBadReply, describeReply(reply))
+}
+
 // handOver is what a node needs to hand a released lock over to the head
 // of its wait queue (scripts/queue.lua, q_give): the rejoin delay in
 // milliseconds ("-1" when the rule does not apply, "" for no hand-over)

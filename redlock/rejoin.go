@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/fencing"
 )
 
 // rejoiner is implemented by nodes that can say how long their server has
@@ -32,6 +34,9 @@ type rejoiner interface {
 	// leaveQueue takes a place out of key's wait queue and, with give,
 	// gives up a lock handed over to it.
 	leaveQueue(ctx context.Context, key, member string, give bool) error
+	// rehold sets key, held by token from, to value for ttl, and returns
+	// the fence counter; ok is false when from does not hold it.
+	rehold(ctx context.Context, key, from, value string, ttl time.Duration) (c fencing.Token, ok bool, err error)
 }
 
 // upState is what a node knows of its server's data: since when it has

@@ -33,6 +33,8 @@ var (
 	queueSrc string
 	//go:embed leave.lua
 	leaveSrc string
+	//go:embed rehold.lua
+	reholdSrc string
 )
 
 var (
@@ -64,6 +66,10 @@ var (
 	// expiries; ARGV = waiter id, channel, announcement id. Replies 1 when
 	// the waiter was queued, else 0.
 	Leave = redis.NewScript(queueSrc + leaveSrc)
+	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
+	// = lock, fence; ARGV = holding token, new value, ttl ms. Replies {1,
+	// counter} when done, {0} when the token does not hold the lock.
+	Rehold = redis.NewScript(reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue's expiry key. Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.

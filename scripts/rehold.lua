@@ -1,0 +1,24 @@
+-- rehold: set the caller's own lock to a new value for a new TTL, and say
+-- the fence counter that counted its holder. A fair Acquire uses it to
+-- renew locks handed over to its place, and to move its attempt's grants
+-- under its place's token when they and the hand-overs make a majority
+-- together (docs/design.md section 11.2). Never re-creates an expired lock
+-- and never touches a lock held by another token.
+-- KEYS[1] lock key, KEYS[2] fence key
+-- ARGV[1] the token that holds the lock, ARGV[2] the new value "<token>
+-- <owner>", ARGV[3] TTL in milliseconds
+-- Returns {1, counter} when done, {0} when ARGV[1] does not hold the lock.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
+  return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
+end
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+  return {0}
+end
+local fence = redis.pcall('GET', KEYS[2])
+if type(fence) ~= 'string' then
+  return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds no counter')
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return {1, fence}
