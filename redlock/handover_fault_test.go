@@ -1,11 +1,7 @@
 package redlock_test
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,81 +12,6 @@ import (
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
-
-// holdProxy forwards to upstream, but holds the first client chunk that
-// contains trigger (never forwarded until flush), as a TCP segment stuck in
-// retransmission would be.
-type holdProxy struct {
-	ln       net.Listener
-	upstream string
-	trigger  []byte
-	mu       sync.Mutex
-	armed    bool
-	held     []byte
-	heldConn net.Conn
-}
-
-func newHoldProxy(t *testing.T, upstream string, trigger []byte) *holdProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &holdProxy{ln: ln, upstream: upstream, trigger: trigger}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *holdProxy) serve(c net.Conn) {
-	u, err := net.Dial("tcp", p.upstream)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			chunk := append([]byte(nil), buf[:n]...)
-			p.mu.Lock()
-			if p.armed && bytes.Contains(chunk, p.trigger) {
-				p.armed = false
-				p.held, p.heldConn = chunk, u
-				p.mu.Unlock()
-				// the client gives up; the held bytes stay in flight
-				_, _ = io.Copy(io.Discard, c)
-				return
-			}
-			p.mu.Unlock()
-			if _, err := u.Write(chunk); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			_ = u.Close()
-			return
-		}
-	}
-}
-
-func (p *holdProxy) flush() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.heldConn == nil {
-		return false
-	}
-	_, _ = p.heldConn.Write(p.held)
-	time.Sleep(50 * time.Millisecond)
-	_ = p.heldConn.Close()
-	return true
-}
 
 // TestADelayedCleanUpReleaseNeverFreesALaterLease: a failed attempt's
 // clean-up release that times out can still reach its node later (a TCP
@@ -106,7 +27,7 @@ func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 	for _, s := range c.Servers() {
 		require.NoError(t, scripts.Release.Load(ctx, s.Client()).Err())
 	}
-	proxy := newHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Release.Hash()))
+	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Release.Hash()))
 	cfg := redlock.Config{
 		LeaseDuration:   3 * time.Second,
 		NodeCallTimeout: 150 * time.Millisecond,
@@ -129,7 +50,8 @@ func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 	proxy.mu.Unlock()
 	lease, err := w.Acquire(ctx, "r")
 	require.NoError(t, err)
-	require.True(t, proxy.flush(), "a clean-up release was held back")
+	require.Equal(t, 1, proxy.heldCount(), "a clean-up release was held back")
+	proxy.flush()
 
 	other := processLocker(t, c, redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1})
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {

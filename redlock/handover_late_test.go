@@ -18,10 +18,10 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// seqHoldProxy holds, in order, the first client chunk containing
-// triggers[0], then the first later chunk containing triggers[1], ...
-// (each never forwarded until flush), as TCP segments stuck in
-// retransmission would be.
+// seqHoldProxy is a TCP proxy in front of one node that holds back, in
+// order, the first client chunk containing triggers[0], then the first
+// later chunk containing triggers[1], ... (each never forwarded until
+// flush), as TCP segments stuck in retransmission would be.
 type seqHoldProxy struct {
 	ln       net.Listener
 	upstream string
