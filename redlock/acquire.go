@@ -77,6 +77,20 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		if ae.permanent {
 			return nil, err // waiting will not fix these nodes (finish)
 		}
+		if p != nil && ae.busy >= len(l.nodes)-l.quorum+1 {
+			if h := l.held(p, w); h > 0 && h < l.quorum {
+				// Other waiters hold the rest: no majority can come to
+				// this place until they give up. Give its locks back and
+				// keep the turn with a new place; try again at a random
+				// point soon, as after a split vote.
+				l.givePlaceBack(key, p, w)
+				splits++
+				if await(ctx, nil, time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(splits, 16)+1))) != nil {
+					return nil, ctxEnded(ctx, resource, last)
+				}
+				continue
+			}
+		}
 		if p != nil && ae.handed > 0 {
 			// The attempt found locks handed over to this place that no
 			// announcement had told of yet.

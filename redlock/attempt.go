@@ -208,6 +208,9 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 		if strings.HasPrefix(r.val.Reason, rejoiningReason) {
 			v.ae.rejoining++
 		}
+		if !r.val.handed && r.val.HolderTTL != 0 {
+			v.ae.busy++ // held by another
+		}
 		if r.val.HolderTTL < 0 || (v.ae.HolderTTL >= 0 && r.val.HolderTTL > v.ae.HolderTTL) {
 			v.ae.HolderTTL = r.val.HolderTTL
 		}

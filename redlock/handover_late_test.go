@@ -123,7 +123,7 @@ func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 		require.NoError(t, scripts.Release.Load(ctx, s.Client()).Err())
 	}
 	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()), []byte(scripts.Release.Hash()))
-	base := redlock.Config{
+	base := redlock.Config{HandOver: true,
 		LeaseDuration:   6 * time.Second,
 		NodeCallTimeout: 500 * time.Millisecond,
 		QueueTTL:        3 * time.Second,
@@ -224,7 +224,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 		require.NoError(t, scripts.Acquire.Load(ctx, s.Client()).Err())
 	}
 	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))
-	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
 	nodes, err := redlock.Dial(ctx, urls...)
@@ -259,7 +259,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
 	ctx := testutil.Context(t)
 	require.NoError(t, scripts.Acquire.Load(ctx, c.Server(0).Client()).Err())
 	proxy := newSeqHoldProxy(t, c.Server(0).Addr(), []byte(scripts.Acquire.Hash()))
-	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	nodes, err := redlock.Dial(ctx, "redis://"+proxy.ln.Addr().String())
 	require.NoError(t, err)
@@ -291,7 +291,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
 func TestGrantsAndHandOversMakeAMajorityTogether(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	x := processLocker(t, c, cfg)
 	key := x.Key("r")

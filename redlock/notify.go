@@ -349,6 +349,13 @@ func (h *waitHub) fromInbox(node int, msg string) {
 	}
 }
 
+// rename gives w a new waiter id and forgets the hand-overs noted for it.
+func (h *waitHub) rename(w *waiter, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.id, w.handed = id, nil
+}
+
 // handovers returns a copy of the hand-overs noted for w.
 func (h *waitHub) handovers(w *waiter) map[int]fencing.Token {
 	h.mu.Lock()

@@ -89,9 +89,13 @@ func (l *Locker) newPlace() *place {
 		return nil
 	}
 	id, token := newToken()[:16], newToken()
+	member := id // named and woken, never handed the lock
+	if l.cfg.HandOver {
+		member = id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner
+	}
 	return &place{
 		id:        id,
-		member:    id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner,
+		member:    member,
 		token:     token,
 		arrival:   time.Now().UnixMicro(),
 		ttl:       l.cfg.QueueTTL,
@@ -285,6 +289,42 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 	mu.Lock()
 	defer mu.Unlock()
 	return maps.Clone(held)
+}
+
+// held counts the nodes that handed the lock over to p, as far as w and
+// p's attempts know.
+func (l *Locker) held(p *place, w *waiter) int {
+	var handed map[int]fencing.Token
+	if w != nil {
+		handed = l.hub.handovers(w)
+	}
+	n := 0
+	for i := range l.nodes {
+		if max(handed[i], p.found[i]) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// givePlaceBack gives up p's place and the locks handed over to it on every
+// node (in the background, after the calls of p's attempts), and gives the
+// waiter a new place with a new id and token but the same ticket, so that
+// it keeps its turn. A waiter holding a minority of hand-overs while others
+// hold the rest (the nodes named different heads) would otherwise keep it
+// until the locks expire. The new token keeps the old place's late
+// messages (its leaving, its announcements) from touching the new place's
+// locks.
+func (l *Locker) givePlaceBack(key string, p *place, w *waiter) {
+	old := *p
+	old.handState = &handState{calls: slices.Clone(p.calls)} // read by the leaving in the background
+	l.leaveQueue(key, &old, l.allIdxs(), true)
+	fresh := l.newPlace()
+	p.id, p.member, p.token = fresh.id, fresh.member, fresh.token
+	p.found, p.seen = make(map[int]fencing.Token, len(l.nodes)), 0
+	if w != nil {
+		l.hub.rename(w, p.id)
+	}
 }
 
 // handNext is what an Acquire does when handedOver gives it no lease.
