@@ -24,10 +24,6 @@ import (
 func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	for _, s := range c.Servers() {
-		require.NoError(t, scripts.Release.Load(ctx, s.Client()).Err())
-	}
-	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Release.Hash()))
 	cfg := redlock.Config{HandOver: true,
 		LeaseDuration:   3 * time.Second,
 		NodeCallTimeout: 150 * time.Millisecond,
@@ -35,11 +31,7 @@ func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 		RejoinDelay:     -1,
 		NewBackOff:      func() backoff.BackOff { return backoff.NewConstantBackOff(50 * time.Millisecond) },
 	}
-	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
-	nodes, err := redlock.Dial(ctx, urls...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = nodes.Close() })
-	w := newLocker(t, nodes, cfg)
+	w, proxy := behindProxy(t, c, cfg, scripts.Release)
 	key := w.Key("r")
 	// Node 2 alone is free at first: the first attempt is granted there
 	// only, and its clean-up release to node 2 is held back.

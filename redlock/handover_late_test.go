@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -101,6 +102,32 @@ func (p *seqHoldProxy) flush() {
 	}
 }
 
+// behindProxy returns a Locker with cfg over c's servers, the last of
+// them reached through a seqHoldProxy that holds back, in order, the first
+// call of each of the scripts held (loaded on every server first, so that
+// a call is one EVALSHA carrying the script's hash).
+func behindProxy(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config, held ...*redis.Script) (*redlock.Locker, *seqHoldProxy) {
+	t.Helper()
+	ctx := testutil.Context(t)
+	triggers := make([][]byte, len(held))
+	for i, s := range held {
+		for _, srv := range c.Servers() {
+			require.NoError(t, s.Load(ctx, srv.Client()).Err())
+		}
+		triggers[i] = []byte(s.Hash())
+	}
+	last := c.Len() - 1
+	proxy := newSeqHoldProxy(t, c.Server(last).Addr(), triggers...)
+	urls := make([]string, 0, c.Len())
+	for i := range last {
+		urls = append(urls, c.Server(i).URL())
+	}
+	nodes, err := redlock.Dial(ctx, append(urls, "redis://"+proxy.ln.Addr().String())...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	return newLocker(t, nodes, cfg), proxy
+}
+
 func tokenOn(t *testing.T, c *testutil.RedisCluster, i int, key string) string {
 	v, _ := c.Server(i).Client().Get(context.Background(), key).Result()
 	tok, _, _ := strings.Cut(v, " ")
@@ -118,11 +145,6 @@ func tokenOn(t *testing.T, c *testutil.RedisCluster, i int, key string) string {
 func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	for _, s := range c.Servers() {
-		require.NoError(t, scripts.Acquire.Load(ctx, s.Client()).Err())
-		require.NoError(t, scripts.Release.Load(ctx, s.Client()).Err())
-	}
-	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()), []byte(scripts.Release.Hash()))
 	base := redlock.Config{HandOver: true,
 		LeaseDuration:   6 * time.Second,
 		NodeCallTimeout: 500 * time.Millisecond,
@@ -141,11 +163,7 @@ func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return tokenOn(t, c, 1, key) == xl.Token() && tokenOn(t, c, 2, key) == xl.Token() }, time.Second, time.Millisecond)
 
-	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
-	nodes, err := redlock.Dial(ctx, urls...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = nodes.Close() })
-	w := newLocker(t, nodes, wcfg)
+	w, proxy := behindProxy(t, c, wcfg, scripts.Acquire, scripts.Release)
 	q := processLocker(t, c, qcfg)
 
 	proxy.mu.Lock()
@@ -220,17 +238,9 @@ func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	for _, s := range c.Servers() {
-		require.NoError(t, scripts.Acquire.Load(ctx, s.Client()).Err())
-	}
-	proxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))
 	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
-	urls := []string{c.Server(0).URL(), c.Server(1).URL(), "redis://" + proxy.ln.Addr().String()}
-	nodes, err := redlock.Dial(ctx, urls...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = nodes.Close() })
-	w := newLocker(t, nodes, cfg)
+	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
 	key := w.Key("r")
 	require.NoError(t, c.Server(0).Client().Set(ctx, key, foreignLock, 150*time.Millisecond).Err())
 	require.NoError(t, c.Server(1).Client().Set(ctx, key, foreignLock, 150*time.Millisecond).Err())
@@ -257,14 +267,9 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
 	c := testutil.StartRedis(t, 1)
 	ctx := testutil.Context(t)
-	require.NoError(t, scripts.Acquire.Load(ctx, c.Server(0).Client()).Err())
-	proxy := newSeqHoldProxy(t, c.Server(0).Addr(), []byte(scripts.Acquire.Hash()))
 	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
-	nodes, err := redlock.Dial(ctx, "redis://"+proxy.ln.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = nodes.Close() })
-	w := newLocker(t, nodes, cfg)
+	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
 	key := w.Key("r")
 	proxy.mu.Lock()
 	proxy.armed = true
