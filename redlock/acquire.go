@@ -55,6 +55,9 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			}
 		}
 	}
+	acquired := func(lease *Lease, attempts int) {
+		l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+	}
 	syncs := 0  // attempts in a row made at once to agree on a ticket
 	splits := 0 // attempts in a row that some nodes granted
 	for attempts := 1; ; attempts++ {
@@ -62,7 +65,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		lease, err := l.attempt(ctx, resource, p)
 		if err == nil {
 			queued = false // the attempt leaves the other nodes' queues
-			l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+			acquired(lease, attempts)
 			return lease, nil
 		}
 		queued = p != nil
@@ -78,7 +81,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			return nil, err // waiting will not fix these nodes (finish)
 		}
 		if p != nil && ae.busy >= len(l.nodes)-l.quorum+1 {
-			if h := l.held(p, w); h > 0 && h < l.quorum {
+			if h, _ := l.handed(p, w); len(h) > 0 && len(h) < l.quorum {
 				// Other waiters hold the rest: no majority can come to
 				// this place until they give up. Give its locks back and
 				// keep the turn with a new place; try again at a random
@@ -96,7 +99,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			// announcement had told of yet.
 			if lease, _ := l.handedOver(ctx, resource, p, w); lease != nil {
 				queued = false
-				l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+				acquired(lease, attempts)
 				return lease, nil
 			}
 		}
@@ -164,7 +167,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			lease, next := l.handedOver(ctx, resource, p, w)
 			if lease != nil {
 				queued = false
-				l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+				acquired(lease, attempts)
 				return lease, nil
 			}
 			if wait -= time.Since(slept); next != waitMore || wait <= 0 {

@@ -58,8 +58,9 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	})
 	granted, counters := v.granted, v.counters
 	if v.left > 0 {
-		// A node where our token already held the lock (a lock handed over
-		// to us) keeps it only for what it had left.
+		// A node where our token already held the lock (a client-side
+		// retry of a call that was applied) keeps it only for what it had
+		// left.
 		if t := start.Add(v.left - l.cfg.drift()); t.Before(validUntil) {
 			validUntil = t
 			ls.validUntil = t

@@ -211,19 +211,7 @@ const queuedReason = "queued: another waiter is next"
 // lease's first renewal (a long wait, a QueueTTL below the lease
 // duration), the locks are renewed first, for the full TTL.
 func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *waiter) (*Lease, handNext) {
-	counters := make([]fencing.Token, len(l.nodes))
-	var handed map[int]fencing.Token
-	if w != nil {
-		handed = l.hub.handovers(w)
-	}
-	var granted []int
-	for i := range l.nodes {
-		c := max(handed[i], p.found[i])
-		if c > 0 {
-			granted = append(granted, i)
-			counters[i] = c
-		}
-	}
+	granted, counters := l.handed(p, w)
 	fresh := len(granted) > p.seen
 	p.seen = len(granted)
 	switch {
@@ -291,20 +279,23 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 	return maps.Clone(held)
 }
 
-// held counts the nodes that handed the lock over to p, as far as w and
-// p's attempts know.
-func (l *Locker) held(p *place, w *waiter) int {
-	var handed map[int]fencing.Token
+// handed returns the nodes that handed the lock over to p, as far as w
+// (the announcements) and p's attempts know, and their counters by node
+// index.
+func (l *Locker) handed(p *place, w *waiter) ([]int, []fencing.Token) {
+	var announced map[int]fencing.Token
 	if w != nil {
-		handed = l.hub.handovers(w)
+		announced = l.hub.handovers(w)
 	}
-	n := 0
+	counters := make([]fencing.Token, len(l.nodes))
+	var nodes []int
 	for i := range l.nodes {
-		if max(handed[i], p.found[i]) > 0 {
-			n++
+		if c := max(announced[i], p.found[i]); c > 0 {
+			nodes = append(nodes, i)
+			counters[i] = c
 		}
 	}
-	return n
+	return nodes, counters
 }
 
 // givePlaceBack gives up p's place and the locks handed over to it on every
