@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,9 +159,11 @@ func (ls *Lease) lose(latency time.Duration) {
 // had already been lost or had expired; an error wrapping ErrNoQuorum when
 // no majority could be reached (the lock then expires by its TTL); and an
 // error wrapping ErrLeaseReleased when called again. It waits for the
-// nodes at most NodeCallTimeout; if a renewal is running and ctx ends
-// first, Release returns ctx's error and the release completes in the
-// background.
+// nodes at most NodeCallTimeout; when fewer than a majority answered, it
+// calls the silent nodes again, at most twice, after the Locker's backoff,
+// while the lease is still valid and ctx allows (ctx never cancels a call
+// already made). If a renewal is running and ctx ends first, Release
+// returns ctx's error and the release completes in the background.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	again, orphaned := ls.releaseCalled, ls.orphaned
@@ -185,7 +186,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 	}
 	ls.cancel(ErrLeaseReleased) // no effect if the lease was lost first
 	if owner {
-		ls.end() // in the caller's goroutine: no hand-over on the hot path
+		ls.end(ctx) // in the caller's goroutine: no hand-over on the hot path
 	} else {
 		// A renewal is running; it sees the lease ending and ends it.
 		select {
@@ -222,7 +223,7 @@ func (ls *Lease) Orphan() {
 	}
 	ls.mu.Unlock()
 	if owner {
-		ls.end()
+		ls.end(context.Background())
 	}
 	<-ls.done
 }
@@ -234,15 +235,22 @@ func (ls *Lease) setValidUntil(t time.Time) {
 }
 
 // releaseNodes deletes the lock on every node, announcing it to waiters,
-// and says how it went: nil when a majority released it.
+// and says how it went: nil when a majority released it. ctx bounds only
+// the retries of releaseAgain; it cancels no call.
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseOn(ctx, l.allIdxs(), ls.key, ls.token, true, ls.place)
+	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.key, ls.token, true, ls.place)
+	hs := []*heard{h}
+	t, hs = ls.releaseAgain(ctx, t, hs)
 	if t.yes >= l.quorum {
-		h.mu.Lock()
-		listeners, heads := h.listeners, slices.Clone(h.heads)
-		h.mu.Unlock()
+		listeners, heads := 0, []string(nil)
+		for _, h := range hs {
+			h.mu.Lock()
+			listeners = max(listeners, h.listeners)
+			heads = append(heads, h.heads...)
+			h.mu.Unlock()
+		}
 		if l.fair {
 			// A waiter of this Locker that the nodes named the head of the
 			// queue need not wait for the announcements.
@@ -269,4 +277,47 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: err}))
 	}
 	return err
+}
+
+// releaseRetries is how many more times a lease's release calls the nodes
+// that gave no answer, when fewer than a majority answered.
+const releaseRetries = 2
+
+// releaseAgain calls the nodes that gave no answer to a lease's release
+// (t.silent) again, at most releaseRetries times after the Locker's
+// backoff, while fewer than a majority have answered, the lease was
+// released rather than lost, its validity has not run out, and ctx allows:
+// a short stall of the network, of the nodes or of this process then does
+// not leave the lock to its TTL. A release by token is idempotent. A node
+// that answers the second call that the token does not hold the lock there
+// counts as released: the lease was valid, so the lock stood there until
+// the first call, which the node ran without its answer arriving (or the
+// lock was handed on). It returns the merged tally and every round's heard.
+func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally, []*heard) {
+	l := ls.locker
+	if context.Cause(ls.ctx) != ErrLeaseReleased {
+		return t, hs
+	}
+	b := l.cfg.NewBackOff()
+	b.Reset()
+	for range releaseRetries {
+		if t.yes+t.no >= l.quorum || len(t.silent) == 0 {
+			break
+		}
+		wait := b.NextBackOff()
+		if wait < 0 || !time.Now().Add(wait).Before(ls.ValidUntil()) {
+			break
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return t, hs
+		case <-timer.C:
+		}
+		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.key, ls.token, true, ls.place)
+		hs = append(hs, h)
+		t = tally{yes: t.yes + again.yes + again.no, no: t.no, errs: again.errs, silent: again.silent}
+	}
+	return t, hs
 }

@@ -199,13 +199,19 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 
-	var errs []error
-	for _, ls := range leases {
-		if err := ls.Release(context.Background()); err != nil &&
-			!errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseReleased) {
-			errs = append(errs, err)
-		}
+	// The leases are released at once, not one after another: each may
+	// wait for silent nodes (Lease.Release).
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for i, ls := range leases {
+		wg.Go(func() {
+			if err := ls.Release(context.Background()); err != nil &&
+				!errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseReleased) {
+				errs[i] = err
+			}
+		})
 	}
+	wg.Wait()
 	l.bg.Wait()
 	if err := l.hub.close(); err != nil {
 		errs = append(errs, err)

@@ -92,6 +92,9 @@ func gather[T any](ctx context.Context, replies <-chan reply[T], deadline <-chan
 type tally struct {
 	yes, no int
 	errs    []error
+	// silent lists the indexes of the nodes that gave no answer (an error
+	// or none in time); filled by yesNo.
+	silent []int
 }
 
 // add counts one reply.
@@ -114,8 +117,8 @@ func (t *tally) decided(quorum, n int) bool {
 }
 
 // yesNo runs a yes/no operation on the nodes with the given indexes and
-// tallies the answers: all of them, or with early only until the verdict
-// is decided (the other calls finish on the workers, bounded by
+// tallies the answers: all of them, or with early only until a majority
+// said yes (the other calls finish on the workers, bounded by
 // NodeCallTimeout). Either way it waits no longer than NodeCallTimeout.
 func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, fn func(context.Context, Node) (bool, error)) tally {
 	var wg sync.WaitGroup
@@ -124,8 +127,11 @@ func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, f
 	replies, deadline := fanout(l, ctx, op, idxs, &wg, fn)
 	_, late := gather(ctx, replies, deadline, len(idxs), func(r reply[bool]) bool {
 		answered[r.idx] = true
+		if r.err != nil {
+			t.silent = append(t.silent, r.idx)
+		}
 		t.add(r)
-		return early && t.decided(l.quorum, len(l.nodes))
+		return early && t.yes >= l.quorum
 	})
 	if late || ctx.Err() != nil {
 		why := ctx.Err()
@@ -135,6 +141,7 @@ func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, f
 		for _, i := range idxs {
 			if !answered[i] {
 				t.errs = append(t.errs, &NodeError{Addr: l.nodes[i].Addr(), Err: why})
+				t.silent = append(t.silent, i)
 			}
 		}
 	}

@@ -50,7 +50,7 @@ func (ls *Lease) tick() {
 		ls.ending = true
 		ls.mu.Unlock()
 	}
-	ls.end()
+	ls.end(context.Background())
 }
 
 // ended marks the lease as ending if its Context has ended, and reports
@@ -67,13 +67,14 @@ func (ls *Lease) ended() bool {
 // end finishes the lease, once, in its owner's goroutine: it waits for the
 // renewal and acquisition calls still running (so that none lands after),
 // releases the lock on the nodes unless the lease was orphaned (recording
-// the outcome in releaseErr), and lets the Locker forget it.
-func (ls *Lease) end() {
+// the outcome in releaseErr), and lets the Locker forget it. ctx is
+// Release's, bounding its retries (releaseNodes).
+func (ls *Lease) end(ctx context.Context) {
 	l := ls.locker
 	ls.calls.Wait()
 	ls.acquiring.Wait()
 	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
-		ls.releaseErr = ls.releaseNodes(context.Background())
+		ls.releaseErr = ls.releaseNodes(ctx)
 	}
 	l.forget(ls)
 	close(ls.done)
