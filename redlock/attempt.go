@@ -150,7 +150,9 @@ func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *pla
 		ls.granted[k] = l.nodes[i].Addr()
 	}
 	if p != nil {
-		ls.place = p.member // its place may stand again where a late call queued it
+		// Its place may stand again where a late call queued it: the
+		// release removes it after those calls.
+		ls.place, ls.queuing = p.member, slices.Clone(p.calls)
 	}
 	if !l.track(ls) {
 		return false

@@ -22,7 +22,9 @@ import (
 // seqHoldProxy is a TCP proxy in front of one node that holds back, in
 // order, the first client chunk containing triggers[0], then the first
 // later chunk containing triggers[1], ... (each never forwarded until
-// flush), as TCP segments stuck in retransmission would be.
+// flush), as TCP segments stuck in retransmission would be. The
+// connection of a held chunk carries nothing more until the flush, and
+// after it only with keep.
 type seqHoldProxy struct {
 	ln       net.Listener
 	upstream string
@@ -30,14 +32,16 @@ type seqHoldProxy struct {
 	triggers [][]byte
 	stage    int
 	armed    bool
+	keep     bool // flush keeps the held connections going
 	held     [][]byte
 	conns    []net.Conn
+	resume   chan struct{} // closed by flush
 }
 
 func newSeqHoldProxy(t *testing.T, upstream string, triggers ...[]byte) *seqHoldProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &seqHoldProxy{ln: ln, upstream: upstream, triggers: triggers}
+	p := &seqHoldProxy{ln: ln, upstream: upstream, triggers: triggers, resume: make(chan struct{})}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -69,8 +73,12 @@ func (p *seqHoldProxy) serve(c net.Conn) {
 				p.held = append(p.held, chunk)
 				p.conns = append(p.conns, u)
 				p.mu.Unlock()
-				_, _ = io.Copy(io.Discard, c)
-				return
+				<-p.resume
+				if !p.keep {
+					_, _ = io.Copy(io.Discard, c)
+					return
+				}
+				continue
 			}
 			p.mu.Unlock()
 			if _, err := u.Write(chunk); err != nil {
@@ -97,9 +105,12 @@ func (p *seqHoldProxy) flush() {
 		_, _ = p.conns[i].Write(p.held[i])
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, c := range p.conns {
-		_ = c.Close()
+	if !p.keep {
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
 	}
+	close(p.resume)
 }
 
 // behindProxy returns a Locker with cfg over c's servers, the last of
@@ -324,4 +335,52 @@ func TestGrantsAndHandOversMakeAMajorityTogether(t *testing.T) {
 	case <-time.After(8 * time.Second):
 		t.Fatal("no lease")
 	}
+}
+
+// TestALeaseReleaseWaitsForItsAcquiresLateCalls: the waiter's first
+// attempt's call to node 2 is held back (still within NodeCallTimeout)
+// while the holder's release hands nodes 0 and 1 over and the waiter takes
+// its lease and releases it at once. The held call then queues the place
+// on node 2 (busy), where a later release would hand the lock to a place
+// nobody waits in; found by the elector test on miniredis, where such a
+// lock never expired. The release waits for the call and then removes the
+// place.
+func TestALeaseReleaseWaitsForItsAcquiresLateCalls(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 2 * time.Second, QueueTTL: 5 * time.Second, RejoinDelay: -1}
+	x := processLocker(t, c, cfg)
+	key := x.Key("r")
+	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())
+	xl, err := x.TryAcquire(ctx, "r")
+	require.NoError(t, err)
+
+	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
+	proxy.mu.Lock()
+	proxy.armed = true
+	proxy.mu.Unlock()
+	wDone := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := w.Acquire(ctx, "r")
+		if assertNoError(t, err) {
+			wDone <- ls
+		}
+	}()
+	require.Eventually(t, func() bool { return proxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 },
+		time.Second, time.Millisecond, "W queued on node 0 with its call to node 2 held")
+	require.NoError(t, xl.Release(ctx))
+	var wl *redlock.Lease
+	select {
+	case wl = <-wDone:
+	case <-time.After(time.Second):
+		t.Fatal("W got no lease from the hand-over")
+	}
+	released := make(chan error, 1)
+	go func() { released <- wl.Release(context.Background()) }()
+	time.Sleep(300 * time.Millisecond)
+	proxy.keep = true
+	proxy.flush()
+	require.NoError(t, <-released)
+	require.Eventually(t, func() bool { return c.Server(2).Client().ZCard(ctx, key+":queue").Val() == 0 },
+		time.Second, time.Millisecond, "the released lease's place stands on node 2")
 }

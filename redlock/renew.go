@@ -65,7 +65,8 @@ func (ls *Lease) ended() bool {
 }
 
 // end finishes the lease, once, in its owner's goroutine: it waits for the
-// renewal and acquisition calls still running (so that none lands after),
+// renewal and acquisition calls still running, those of the Acquire's
+// earlier attempts included (so that none lands after),
 // releases the lock on the nodes unless the lease was orphaned (recording
 // the outcome in releaseErr), and lets the Locker forget it. ctx is
 // Release's, bounding its retries (releaseNodes).
@@ -73,6 +74,9 @@ func (ls *Lease) end(ctx context.Context) {
 	l := ls.locker
 	ls.calls.Wait()
 	ls.acquiring.Wait()
+	for _, c := range ls.queuing {
+		c.wg.Wait()
+	}
 	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
 		ls.releaseErr = ls.releaseNodes(ctx)
 	}
