@@ -122,7 +122,7 @@ func runChild(spec childSpec) error {
 	)
 	switch spec.Impl {
 	case "redlock":
-		impl, err = impls.Redlock("redlock", nodes, impls.Wait, true, func(c *redlock.Config) { c.HandOver = true })
+		impl, err = impls.Redlock("redlock", nodes, impls.Wait, true)
 	case "redlock-noqueue":
 		impl, err = impls.Redlock("redlock-noqueue", nodes, impls.Wait, true, func(c *redlock.Config) { c.QueueTTL = -1 })
 	case "redsync":

@@ -33,8 +33,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	if p != nil {
 		// Calls may outlive the attempt, and the caller updates its place
 		// for the next one: they read a copy. The caller's final leave
-		// waits for them.
-		p.addCalls(time.Now(), &ls.acquiring, l.cfg.NodeCallTimeout)
+		// waits for them (addCalls below).
 		c := *p
 		p = &c
 	}
@@ -44,6 +43,9 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
 		return l.acquireOn(ctx, node, keys, ls.token, p)
 	})
+	if orig != nil {
+		orig.addCalls(startedCalls{at: start, wg: &ls.acquiring, over: deadline}, l.cfg.NodeCallTimeout)
+	}
 	// One allocation for the attempt's bookkeeping: the closure below
 	// captures only v.
 	v := &tallyAcquire{ae: AcquireError{Resource: resource, Needed: l.quorum, Total: n}}
@@ -151,8 +153,9 @@ func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *pla
 	}
 	if p != nil {
 		// Its place may stand again where a late call queued it: the
-		// release removes it after those calls.
-		ls.place, ls.queuing = p.member, slices.Clone(p.calls)
+		// release removes it, and leaves again after the calls still
+		// running then.
+		ls.place, ls.queuing = p.member, running(p.calls, &ls.acquiring)
 	}
 	if !l.track(ls) {
 		return false

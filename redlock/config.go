@@ -99,15 +99,13 @@ type Config struct {
 	// then race for a released lock, as with other Redlock clients).
 	// Applies to RedisNode (other Node implementations do not queue).
 	QueueTTL time.Duration
-	// HandOver makes a release hand the lock to the head of the wait
-	// queue inside the release script, so that under sustained contention
-	// the next waiter holds it without an attempt of its own
-	// (docs/design.md, section 11.2). Off by default: when waiters that
-	// arrive together are named heads in different orders on different
-	// nodes, each may be handed a minority of the nodes, and they give
-	// them back and try again until the nodes agree, which under heavy
-	// contention costs more than it saves. Has no effect without the queue.
-	HandOver bool
+	// DisableHandOver turns the hand-over off. By default a release hands
+	// the lock to the head of the wait queue inside the release script, so
+	// that under sustained contention the next waiter holds it without an
+	// attempt of its own (docs/design.md, section 11.2); turned off, the
+	// release only names the head, which then makes an attempt. Has no
+	// effect without the queue.
+	DisableHandOver bool
 	// Logger receives structured events: lease acquired, released and lost,
 	// and node failures. Tokens are never logged. Defaults to nil: silent.
 	Logger *slog.Logger

@@ -87,7 +87,7 @@ func placesOn(t *testing.T, c *testutil.RedisCluster, key string) []int64 {
 func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	const resource = "fifo"
-	cfg := redlock.Config{HandOver: true,
+	cfg := redlock.Config{
 		LeaseDuration: 30 * time.Second, // places renewed every 10 s: not within the test
 		NewBackOff:    func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) },
 	}

@@ -24,7 +24,7 @@ import (
 func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{HandOver: true,
+	cfg := redlock.Config{
 		LeaseDuration:   3 * time.Second,
 		NodeCallTimeout: 150 * time.Millisecond,
 		QueueTTL:        400 * time.Millisecond,
@@ -64,7 +64,7 @@ func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 // lost on arrival or sleeping on a lock it was given.
 func TestAHandOverTooShortForALeaseIsTakenOverAtOnce(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
-	cfg := redlock.Config{HandOver: true, LeaseDuration: 10 * time.Second, NodeCallTimeout: 100 * time.Millisecond, QueueTTL: time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{LeaseDuration: 10 * time.Second, NodeCallTimeout: 100 * time.Millisecond, QueueTTL: time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}
 	holder := processLocker(t, c, cfg)
 	lease, err := holder.Acquire(testutil.Context(t), "r")
@@ -100,7 +100,7 @@ func TestAHandOverTooShortForALeaseIsTakenOverAtOnce(t *testing.T) {
 // paused node to time out.
 func TestAPausedNodeDoesNotSlowTheHandOver(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
-	cfg := redlock.Config{HandOver: true, LeaseDuration: 3 * time.Second, RejoinDelay: -1}
+	cfg := redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1}
 	holder := processLocker(t, c, cfg)
 	w := processLocker(t, c, cfg)
 	for round := range 3 {

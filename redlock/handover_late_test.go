@@ -156,7 +156,7 @@ func tokenOn(t *testing.T, c *testutil.RedisCluster, i int, key string) string {
 func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	base := redlock.Config{HandOver: true,
+	base := redlock.Config{
 		LeaseDuration:   6 * time.Second,
 		NodeCallTimeout: 500 * time.Millisecond,
 		QueueTTL:        3 * time.Second,
@@ -249,7 +249,7 @@ func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
 	key := w.Key("r")
@@ -278,7 +278,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
 	c := testutil.StartRedis(t, 1)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
 	key := w.Key("r")
@@ -307,7 +307,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
 func TestGrantsAndHandOversMakeAMajorityTogether(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 4 * time.Second, RejoinDelay: -1,
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	x := processLocker(t, c, cfg)
 	key := x.Key("r")
@@ -337,18 +337,18 @@ func TestGrantsAndHandOversMakeAMajorityTogether(t *testing.T) {
 	}
 }
 
-// TestALeaseReleaseWaitsForItsAcquiresLateCalls: the waiter's first
+// TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls: the waiter's first
 // attempt's call to node 2 is held back (still within NodeCallTimeout)
 // while the holder's release hands nodes 0 and 1 over and the waiter takes
 // its lease and releases it at once. The held call then queues the place
 // on node 2 (busy), where a later release would hand the lock to a place
 // nobody waits in; found by the elector test on miniredis, where such a
-// lock never expired. The release waits for the call and then removes the
-// place.
-func TestALeaseReleaseWaitsForItsAcquiresLateCalls(t *testing.T) {
+// lock never expired. The release does not wait for the call; the lease
+// leaves the queue once more after it has ended.
+func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{HandOver: true, LeaseDuration: 6 * time.Second, NodeCallTimeout: 2 * time.Second, QueueTTL: 5 * time.Second, RejoinDelay: -1}
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 2 * time.Second, QueueTTL: 5 * time.Second, RejoinDelay: -1}
 	x := processLocker(t, c, cfg)
 	key := x.Key("r")
 	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())

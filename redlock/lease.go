@@ -51,9 +51,10 @@ type Lease struct {
 	// acquiring counts the acquisition's node calls still running; the lock
 	// is released only after they finish, so no late grant can outlive it.
 	acquiring sync.WaitGroup
-	// queuing are the node calls of the Acquire's earlier attempts that may
-	// still be running (a fair Acquire's): one that lands late queues the
-	// place again, so the release, which removes the place, waits for them.
+	// queuing are the node calls of the Acquire's earlier attempts that
+	// were still running when the lease was granted (a fair Acquire's):
+	// one that lands after the release, which removes the place, queues it
+	// again, so the lease leaves the queue once more after them.
 	queuing []startedCalls
 
 	mu            sync.Mutex

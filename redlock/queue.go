@@ -57,13 +57,16 @@ type handState struct {
 type startedCalls struct {
 	at time.Time
 	wg *sync.WaitGroup
+	// over is closed once every call has ended or their NodeCallTimeout
+	// has passed (fanout's deadline).
+	over <-chan struct{}
 }
 
 // addCalls records an attempt's calls, forgetting those of attempts that
 // started more than NodeCallTimeout (plus a margin) ago: they have ended.
-func (hs *handState) addCalls(at time.Time, wg *sync.WaitGroup, timeout time.Duration) {
-	hs.calls = slices.DeleteFunc(hs.calls, func(c startedCalls) bool { return at.Sub(c.at) > timeout+time.Second })
-	hs.calls = append(hs.calls, startedCalls{at, wg})
+func (hs *handState) addCalls(c startedCalls, timeout time.Duration) {
+	hs.calls = slices.DeleteFunc(hs.calls, func(o startedCalls) bool { return c.at.Sub(o.at) > timeout+time.Second })
+	hs.calls = append(hs.calls, c)
 }
 
 // waitCalls waits for every attempt's calls that may still be running.
@@ -71,6 +74,22 @@ func (hs *handState) waitCalls() {
 	for _, c := range hs.calls {
 		c.wg.Wait()
 	}
+}
+
+// running returns the recorded attempts whose calls may still be running,
+// but for those counted in own.
+func running(calls []startedCalls, own *sync.WaitGroup) []startedCalls {
+	var r []startedCalls
+	for _, c := range calls {
+		select {
+		case <-c.over:
+		default:
+			if c.wg != own {
+				r = append(r, c)
+			}
+		}
+	}
+	return r
 }
 
 // ticketArg is the ticket argument of the acquire script: the agreed
@@ -90,7 +109,7 @@ func (l *Locker) newPlace() *place {
 	}
 	id, token := newToken()[:16], newToken()
 	member := id // named and woken, never handed the lock
-	if l.cfg.HandOver {
+	if !l.cfg.DisableHandOver {
 		member = id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner
 	}
 	return &place{

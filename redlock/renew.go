@@ -65,8 +65,8 @@ func (ls *Lease) ended() bool {
 }
 
 // end finishes the lease, once, in its owner's goroutine: it waits for the
-// renewal and acquisition calls still running, those of the Acquire's
-// earlier attempts included (so that none lands after),
+// renewal and acquisition calls still running (so that none lands after;
+// the calls of the Acquire's earlier attempts are followed by a leaving),
 // releases the lock on the nodes unless the lease was orphaned (recording
 // the outcome in releaseErr), and lets the Locker forget it. ctx is
 // Release's, bounding its retries (releaseNodes).
@@ -74,11 +74,15 @@ func (ls *Lease) end(ctx context.Context) {
 	l := ls.locker
 	ls.calls.Wait()
 	ls.acquiring.Wait()
-	for _, c := range ls.queuing {
-		c.wg.Wait()
-	}
 	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
 		ls.releaseErr = ls.releaseNodes(ctx)
+		if late := running(ls.queuing, nil); len(late) > 0 {
+			// A call of an earlier attempt still on its way may queue the
+			// place again after the release: leave (giving back a lock
+			// handed over to it) once those calls have ended, in the
+			// background.
+			l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: late}}, l.allIdxs(), true)
+		}
 	}
 	l.forget(ls)
 	close(ls.done)

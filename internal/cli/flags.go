@@ -31,6 +31,7 @@ type globals struct {
 	noRejoin bool          // --rejoin-delay 0
 	queueTTL time.Duration // 0 unless set: the default (the ttl)
 	noQueue  bool          // --queue-ttl 0
+	noHand   bool          // --no-hand-over
 	owner    string
 	json     bool
 }
@@ -43,6 +44,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
 	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that restarted without appendfsync always out of the quorum for this long; 0 turns it off (default the ttl)")
 	fs.DurationVar(&g.queueTTL, "queue-ttl", 0, "how long a waiter's place in the lock's fair wait queue lasts without renewal (a waiter that dies holds the lock up at most this long); 0 turns the queue off (default the ttl)")
+	fs.BoolVar(&g.noHand, "no-hand-over", false, "a release only names the next waiter in the wait queue, which then tries, instead of handing it the lock")
 	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
 	fs.BoolVar(&g.json, "json", false, "print one JSON object per result on stdout")
 }
@@ -95,6 +97,7 @@ func (g *globals) config() redlock.Config {
 		NodeCallTimeout: g.timeout,
 		KeyPrefix:       g.prefix,
 		Owner:           g.owner,
+		DisableHandOver: g.noHand,
 	}
 	if g.noRejoin {
 		cfg.RejoinDelay = -1 // off

@@ -226,6 +226,9 @@ func TestGlobalsDefaults(t *testing.T) {
 	g.timeout = 200 * time.Millisecond
 	require.Equal(t, 200*time.Millisecond, g.callTimeout())
 	require.Equal(t, 200*time.Millisecond, g.config().NodeCallTimeout)
+	require.False(t, g.config().DisableHandOver, "a release hands the lock over by default")
+	g.noHand = true
+	require.True(t, g.config().DisableHandOver)
 }
 
 // TestCheckToken: a token is 32 hex digits.

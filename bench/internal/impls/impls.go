@@ -175,8 +175,7 @@ func RedlockSemaphore(name string, nodes []redlock.Node, k int) (*Impl, error) {
 	var attempts atomic.Int64
 	l, err := redlock.New(nodes, redlock.Config{
 		LeaseDuration: LeaseDuration,
-		RejoinDelay:   -1,   // fresh servers, as for Redlock
-		HandOver:      true, // as the mutex in BenchmarkSemaphoreProcesses
+		RejoinDelay:   -1, // fresh servers, as for Redlock
 		Observer: redlock.ObserverFunc(func(e redlock.Event) {
 			if e.Kind == redlock.EventAttempt {
 				attempts.Add(1)
