@@ -80,12 +80,14 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		if ae.permanent {
 			return nil, err // waiting will not fix these nodes (finish)
 		}
-		if p != nil && ae.busy >= len(l.nodes)-l.quorum+1 {
-			if h, _ := l.handed(p, w); len(h) > 0 && len(h) < l.quorum {
-				// Other waiters hold the rest: no majority can come to
-				// this place until they give up. Give its locks back and
-				// keep the turn with a new place; try again at a random
-				// point soon, as after a split vote.
+		if p != nil && len(ae.Refused) > ae.handed {
+			if h, _ := l.handed(p, w); len(h) > 0 && len(h)+ae.Granted < l.quorum {
+				// The nodes handed the lock over to this place, but not a
+				// majority of them, and another refused: it holds the lock
+				// for another, or keeps it for another head. No majority
+				// may come to this place until the others give up. Give
+				// its locks back and keep the turn with a new place; try
+				// again at a random point soon, as after a split vote.
 				l.givePlaceBack(key, p, w)
 				splits++
 				if await(ctx, nil, time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(splits, 16)+1))) != nil {

@@ -72,8 +72,15 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		if orig.first.IsZero() {
 			orig.first = start
 		}
-		for _, i := range v.handed {
-			orig.found[i] = max(orig.found[i], v.counters[i])
+		for _, i := range v.answered {
+			switch {
+			case slices.Contains(v.handed, i):
+				orig.found[i] = max(orig.found[i], v.counters[i])
+			case !slices.Contains(v.unsure, i):
+				// The node's lock is not the place's (any more: a
+				// hand-over that lapsed, or went to a new holder).
+				delete(orig.found, i)
+			}
 		}
 		ae.handed = len(v.handed)
 	}
@@ -287,7 +294,11 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 // at once on the nodes in now (those that granted, or failed with an
 // unknown outcome), and on each node that had not answered once its call
 // has ended, so that no late grant outlives the attempt. Nodes that
-// answered with a refusal hold nothing of ours. The channel it returns is
+// answered with a refusal hold nothing of ours. The clean-up hands no lock
+// over, it only names the head of each node's queue: a split vote frees
+// the lock on several nodes at once, usually while the waiters it queued
+// do not yet agree on their tickets, and handing each node's lock to its
+// own head would leave each with a minority. The channel it returns is
 // closed when the nodes in now are clean. It must be called while the
 // attempt holds its count in l.bg (enter).
 func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
@@ -298,7 +309,7 @@ func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 		defer l.bg.Done()
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, ls.key, ls.token, false, "")
+			l.releaseOn(ctx, now, ls.key, ls.token, false, "", false)
 		}
 		close(quick)
 		if len(answered) == len(l.nodes) {
@@ -311,7 +322,7 @@ func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 				rest = append(rest, i)
 			}
 		}
-		l.releaseOn(ctx, rest, ls.key, ls.token, false, "")
+		l.releaseOn(ctx, rest, ls.key, ls.token, false, "", false)
 	}()
 	return quick
 }

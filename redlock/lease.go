@@ -245,7 +245,7 @@ func (ls *Lease) setValidUntil(t time.Time) {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.key, ls.token, true, ls.place)
+	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.key, ls.token, true, ls.place, true)
 	hs := []*heard{h}
 	t, hs = ls.releaseAgain(ctx, t, hs)
 	if t.yes >= l.quorum {
@@ -320,7 +320,7 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 			return t, hs
 		case <-timer.C:
 		}
-		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.key, ls.token, true, ls.place)
+		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.key, ls.token, true, ls.place, true)
 		hs = append(hs, h)
 		t = tally{yes: t.yes + again.yes + again.no, no: t.no, errs: again.errs, silent: again.silent}
 	}

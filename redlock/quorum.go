@@ -162,7 +162,7 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 // (within NodeCallTimeout), or with early only until a majority released
 // it. It returns the tally and what the nodes said of the announcement.
 func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (tally, *heard) {
-	return l.releaseOn(ctx, l.allIdxs(), key, token, early, "")
+	return l.releaseOn(ctx, l.allIdxs(), key, token, early, "", true)
 }
 
 // releaseCounter is a Node whose release also reports who heard the
@@ -196,8 +196,10 @@ func (h *heard) add(r released) {
 // answered; read it under its lock.
 //
 // place, when not empty, is the caller's place in the lock's wait queue
-// (a lease taken by a fair Acquire), which the nodes remove.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool, place string) (tally, *heard) {
+// (a lease taken by a fair Acquire), which the nodes remove. With hand, a
+// node may hand the lock over to the head of its queue (docs/design.md
+// section 11.2); without (an attempt's clean-up), it only names the head.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool, place string, hand bool) (tally, *heard) {
 	h := &heard{}
 	keys := releaseKeys(key)
 	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
@@ -206,7 +208,7 @@ func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, e
 			return n.Release(ctx, key, token)
 		}
 		var ho handOver
-		if l.fair {
+		if l.fair && hand {
 			ho = l.handOver(n)
 		}
 		r, err := rn.releaseCounting(ctx, keys, token, ho, place)
