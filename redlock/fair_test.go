@@ -458,3 +458,29 @@ func TestWaitersThatArriveTogetherAllGetTheLock(t *testing.T) {
 		require.Less(t, took, 2*time.Second, "round %d: eight waiters served in %v", round, took)
 	}
 }
+
+// TestAnOrphanedLeaseLeavesTheQueue (from a review): a lease granted by
+// nodes 0 and 1 leaves its Acquire's place queued on node 2, which
+// refused. Orphan keeps the lock until its TTL but takes the place out of
+// the queue, so node 2's next release does not hand its lock to a place
+// nobody waits in, which the lease's token could not release.
+func TestAnOrphanedLeaseLeavesTheQueue(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	cfg := fastRetry(redlock.Config{LeaseDuration: 6 * time.Second, RejoinDelay: -1})
+	w := processLocker(t, c, cfg)
+	x := processLocker(t, c, cfg)
+	key := w.Key("r")
+	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())
+	ls, err := w.Acquire(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 0, 1}, placesOn(t, c, key), "queued on node 2 only")
+	ls.Orphan()
+	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{0, 0, 0}) },
+		5*time.Second, time.Millisecond, "the orphaned lease's place is still queued")
+	foreign, _, _ := strings.Cut(foreignLock, " ")
+	// Node 2's holder releases (ErrNotHeld: no other node holds it).
+	require.ErrorIs(t, x.Release(ctx, "r", foreign), redlock.ErrNotHeld)
+	require.NoError(t, x.Release(ctx, "r", ls.Token()))
+	require.Empty(t, c.Server(2).Client().Get(ctx, key).Val(), "node 2 is held by the orphaned Acquire's place")
+}

@@ -167,8 +167,10 @@ func (ls *Lease) lose(latency time.Duration) {
 // nodes at most NodeCallTimeout; when fewer than a majority answered, it
 // calls the silent nodes again, at most twice, after the Locker's backoff,
 // while the lease is still valid and ctx allows (ctx never cancels a call
-// already made). If a renewal is running and ctx ends first, Release
-// returns ctx's error and the release completes in the background.
+// already made), so a release that reaches no majority takes at most three
+// NodeCallTimeouts and two backoff pauses. If a renewal is running and ctx
+// ends first, Release returns ctx's error and the release completes in the
+// background.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	again, orphaned := ls.releaseCalled, ls.orphaned
@@ -294,10 +296,13 @@ const releaseRetries = 2
 // released rather than lost, its validity has not run out, and ctx allows:
 // a short stall of the network, of the nodes or of this process then does
 // not leave the lock to its TTL. A release by token is idempotent. A node
-// that answers the second call that the token does not hold the lock there
-// counts as released: the lease was valid, so the lock stood there until
-// the first call, which the node ran without its answer arriving (or the
-// lock was handed on). It returns the merged tally and every round's heard.
+// that answers a later call that the token does not hold the lock there
+// counts as released: the lock is not the lease's there any more, whether
+// the first call ran without its answer arriving, handed the lock on, or
+// the node never held it. So nil means that a majority no longer hold the
+// lock under the lease's token; a lease that had been lost or had expired
+// is reported as such before any retry. It returns the merged tally and
+// every round's heard.
 func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally, []*heard) {
 	l := ls.locker
 	if context.Cause(ls.ctx) != ErrLeaseReleased {

@@ -83,6 +83,12 @@ func (ls *Lease) end(ctx context.Context) {
 			// background.
 			l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: late}}, l.allIdxs(), true)
 		}
+	} else if ls.place != "" {
+		// The lock stays until its TTL, but the Acquire's place, which may
+		// still stand where a node refused, must not be handed a lock that
+		// nobody would renew or release: it leaves the queue (in the
+		// background, after the calls still running).
+		l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: running(ls.queuing, nil)}}, l.allIdxs(), false)
 	}
 	l.forget(ls)
 	close(ls.done)
