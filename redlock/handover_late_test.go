@@ -384,3 +384,64 @@ func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Server(2).Client().ZCard(ctx, key+":queue").Val() == 0 },
 		time.Second, time.Millisecond, "the released lease's place stands on node 2")
 }
+
+// TestARequestLateBeyondItsTimeoutHoldsOneNodeWithinItsBound (from a
+// review): as above, but the held call reaches node 2 only after the
+// client gave up on it (past NodeCallTimeout), as a segment stuck in
+// retransmission or a paused server would. Nothing on the client's side
+// can see it: the place of an Acquire that is over stands on node 2 again,
+// and node 2's next release hands its lock to it. The bound
+// (docs/design.md §11.2, late messages): that lock lasts no longer than
+// the lease duration and the place's QueueTTL, it holds one node only, and
+// others still take the lock on the other two at once.
+func TestARequestLateBeyondItsTimeoutHoldsOneNodeWithinItsBound(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 5 * time.Second, RejoinDelay: -1}
+	x := processLocker(t, c, cfg)
+	key := x.Key("r")
+	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())
+	xl, err := x.TryAcquire(ctx, "r")
+	require.NoError(t, err)
+
+	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
+	proxy.mu.Lock()
+	proxy.armed = true
+	proxy.mu.Unlock()
+	wDone := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := w.Acquire(ctx, "r")
+		if assertNoError(t, err) {
+			wDone <- ls
+		}
+	}()
+	require.Eventually(t, func() bool { return proxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 },
+		time.Second, time.Millisecond, "W queued on node 0 with its call to node 2 held")
+	require.NoError(t, xl.Release(ctx))
+	var wl *redlock.Lease
+	select {
+	case wl = <-wDone:
+	case <-time.After(time.Second):
+		t.Fatal("W got no lease from the hand-over")
+	}
+	require.NoError(t, wl.Release(context.Background()))
+	time.Sleep(500 * time.Millisecond) // the held call timed out on the client's side
+	proxy.flush()                      // and reaches node 2 now
+	late := time.Now()                 // it has landed (flush waits 50 ms after writing it)
+
+	foreign, _, _ := strings.Cut(foreignLock, " ")
+	require.ErrorIs(t, x.Release(ctx, "r", foreign), redlock.ErrNotHeld) // node 2's holder releases
+	if v := c.Server(2).Client().Get(ctx, key).Val(); v != "" {
+		// Read before the PTTL, so a pause in between cannot shorten it;
+		// the node counts in whole milliseconds.
+		limit := time.Until(late.Add(min(cfg.LeaseDuration, cfg.QueueTTL) + time.Millisecond))
+		ms := c.Server(2).Client().PTTL(ctx, key).Val()
+		t.Logf("node 2 handed its lock to the late place for %v", ms)
+		require.LessOrEqual(t, ms, limit, "longer than the bound")
+	}
+	start := time.Now()
+	ls, err := x.Acquire(ctx, "r")
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Second, "the other two nodes are free")
+	require.NoError(t, ls.Release(ctx))
+}
