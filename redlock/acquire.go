@@ -81,13 +81,15 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			return nil, err // waiting will not fix these nodes (finish)
 		}
 		if p != nil && len(ae.Refused) > ae.handed {
-			if h, _ := l.handed(p, w); len(h) > 0 && len(h)+ae.Granted < l.quorum {
+			if h, _ := l.handed(p, w); len(h) > 0 && len(h)+ae.Granted+ae.silent < l.quorum {
 				// The nodes handed the lock over to this place, but not a
-				// majority of them, and another refused: it holds the lock
-				// for another, or keeps it for another head. No majority
-				// may come to this place until the others give up. Give
-				// its locks back and keep the turn with a new place; try
-				// again at a random point soon, as after a split vote.
+				// majority of them, and even with the nodes that did not
+				// answer they cannot be one: the others refused (they hold
+				// the lock for another, or keep it for another head) or
+				// failed. No majority may come to this place until the
+				// others give up. Give its locks back and keep the turn
+				// with a new place; try again at a random point soon, as
+				// after a split vote.
 				l.givePlaceBack(key, p, w)
 				splits++
 				if await(ctx, nil, time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(splits, 16)+1))) != nil {

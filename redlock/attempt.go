@@ -58,6 +58,23 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[Grant]) bool {
 		return v.add(l, r)
 	})
+	if orig != nil && len(v.handed) > 0 && len(v.granted) < l.quorum && received < n && !timedOut && ctx.Err() == nil {
+		// Some nodes hold the lock for the caller's place: whether the
+		// others refuse decides whether the place gives them back
+		// (Acquire). Hear them too, briefly, so that a paused node does not
+		// hold the attempt up.
+		elapsed := time.Since(start)
+		if left := l.cfg.NodeCallTimeout - elapsed; left > 0 {
+			brief, cancel := context.WithTimeout(context.Background(), min(max(2*elapsed, time.Millisecond), left))
+			more, _ := gather(ctx, replies, brief.Done(), n-received, func(r reply[Grant]) bool {
+				v.add(l, r)
+				return false
+			})
+			cancel()
+			received += more
+		}
+	}
+	ae.silent = n - received
 	granted, counters := v.granted, v.counters
 	if v.left > 0 {
 		// A node where our token already held the lock (a client-side
@@ -220,9 +237,6 @@ func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
 		v.ae.queue.add(r.val)
 		if strings.HasPrefix(r.val.Reason, rejoiningReason) {
 			v.ae.rejoining++
-		}
-		if !r.val.handed && r.val.HolderTTL != 0 {
-			v.ae.busy++ // held by another
 		}
 		if r.val.HolderTTL < 0 || (v.ae.HolderTTL >= 0 && r.val.HolderTTL > v.ae.HolderTTL) {
 			v.ae.HolderTTL = r.val.HolderTTL

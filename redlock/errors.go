@@ -103,7 +103,7 @@ type AcquireError struct {
 	permanent bool // failures that waiting will not change rule out a majority (lasting)
 	rejoining int  // refusals of nodes within their rejoin delay
 	handed    int  // refusals because the caller's place holds the lock
-	busy      int  // refusals because another holds the lock
+	silent    int  // nodes that had not answered when the attempt was decided
 	queue     queueView
 }
 

@@ -445,3 +445,77 @@ func TestARequestLateBeyondItsTimeoutHoldsOneNodeWithinItsBound(t *testing.T) {
 	require.Less(t, time.Since(start), time.Second, "the other two nodes are free")
 	require.NoError(t, ls.Release(ctx))
 }
+
+// TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave (from a review): the
+// waiter's first attempt's call to node 2 is held back; the holder's
+// release hands nodes 0 and 1 over and the waiter takes its lease. The
+// lease's release reaches nodes 0 and 2 at once (node 2 removes nothing:
+// the place is not there yet) but its call to node 1 is held. Meanwhile the
+// held acquire lands on node 2 (busy) and queues the place again, and its
+// reply arrives well within NodeCallTimeout. Then node 1's release lands
+// and Release returns. The calls that may land late are those still
+// running when the release starts, not when it ends: the leave must follow
+// this one too, or the place of an Acquire that is over stands on node 2
+// (its next release hands the lock to nobody).
+func TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	ctx := testutil.Context(t)
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 2 * time.Second, QueueTTL: 5 * time.Second, RejoinDelay: -1}
+	x := processLocker(t, c, cfg)
+	key := x.Key("r")
+	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())
+	xl, err := x.TryAcquire(ctx, "r")
+	require.NoError(t, err)
+
+	for _, srv := range c.Servers() {
+		require.NoError(t, scripts.Acquire.Load(ctx, srv.Client()).Err())
+		require.NoError(t, scripts.Release.Load(ctx, srv.Client()).Err())
+	}
+	relProxy := newSeqHoldProxy(t, c.Server(1).Addr(), []byte(scripts.Release.Hash()))
+	acqProxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))
+	nodes, err := redlock.Dial(ctx, c.Server(0).URL(), "redis://"+relProxy.ln.Addr().String(), "redis://"+acqProxy.ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	w := newLocker(t, nodes, cfg)
+
+	acqProxy.mu.Lock()
+	acqProxy.armed = true
+	acqProxy.mu.Unlock()
+	wDone := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := w.Acquire(ctx, "r")
+		if assertNoError(t, err) {
+			wDone <- ls
+		}
+	}()
+	require.Eventually(t, func() bool {
+		return acqProxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 &&
+			c.Server(1).Client().ZCard(ctx, key+":queue").Val() == 1
+	}, time.Second, time.Millisecond, "W queued on nodes 0 and 1 with its call to node 2 held")
+	require.NoError(t, xl.Release(ctx))
+	var wl *redlock.Lease
+	select {
+	case wl = <-wDone:
+	case <-time.After(time.Second):
+		t.Fatal("W got no lease from the hand-over")
+	}
+
+	relProxy.mu.Lock()
+	relProxy.armed = true
+	relProxy.mu.Unlock()
+	released := make(chan error, 1)
+	go func() { released <- wl.Release(context.Background()) }()
+	require.Eventually(t, func() bool { return relProxy.heldCount() == 1 }, time.Second, time.Millisecond, "release to node 1 held")
+	time.Sleep(100 * time.Millisecond) // nodes 0 and 2 have answered the release
+
+	acqProxy.keep = true
+	acqProxy.flush() // the acquire lands on node 2 after its release, and is answered at once
+	require.Equal(t, int64(1), c.Server(2).Client().ZCard(ctx, key+":queue").Val(), "the late call queued the place again")
+	time.Sleep(100 * time.Millisecond) // its reply has arrived: the call has ended
+
+	relProxy.keep = true
+	relProxy.flush()
+	require.NoError(t, <-released)
+	require.Eventually(t, func() bool { return c.Server(2).Client().ZCard(ctx, key+":queue").Val() == 0 },
+		3*time.Second, 5*time.Millisecond, "the released lease's place stands on node 2")
+}

@@ -75,8 +75,9 @@ func (ls *Lease) end(ctx context.Context) {
 	ls.calls.Wait()
 	ls.acquiring.Wait()
 	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
+		late := running(ls.queuing, nil) // may land after the release
 		ls.releaseErr = ls.releaseNodes(ctx)
-		if late := running(ls.queuing, nil); len(late) > 0 {
+		if len(late) > 0 {
 			// A call of an earlier attempt still on its way may queue the
 			// place again after the release: leave (giving back a lock
 			// handed over to it) once those calls have ended, in the
