@@ -337,18 +337,16 @@ func TestGrantsAndHandOversMakeAMajorityTogether(t *testing.T) {
 	}
 }
 
-// TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls: the waiter's first
-// attempt's call to node 2 is held back (still within NodeCallTimeout)
-// while the holder's release hands nodes 0 and 1 over and the waiter takes
-// its lease and releases it at once. The held call then queues the place
-// on node 2 (busy), where a later release would hand the lock to a place
-// nobody waits in; found by the elector test on miniredis, where such a
-// lock never expired. The release does not wait for the call; the lease
-// leaves the queue once more after it has ended.
-func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
+// handedOverWithALateCall sets up the late-call scenarios: node 2 holds a
+// foreign lock, X holds resource "r" on nodes 0 and 1; waiter W, reaching
+// node 2 through a seqHoldProxy, queues with its first attempt's call to
+// node 2 held there; X releases and W takes the lease from the hand-overs
+// of nodes 0 and 1. It returns the servers, X's Locker, W's lease and the
+// proxy (still holding the call).
+func handedOverWithALateCall(t *testing.T, cfg redlock.Config) (*testutil.RedisCluster, *redlock.Locker, *redlock.Lease, *seqHoldProxy) {
+	t.Helper()
 	c := testutil.StartRedis(t, 3)
 	ctx := testutil.Context(t)
-	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 2 * time.Second, QueueTTL: 5 * time.Second, RejoinDelay: -1}
 	x := processLocker(t, c, cfg)
 	key := x.Key("r")
 	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())
@@ -369,12 +367,27 @@ func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
 	require.Eventually(t, func() bool { return proxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 },
 		time.Second, time.Millisecond, "W queued on node 0 with its call to node 2 held")
 	require.NoError(t, xl.Release(ctx))
-	var wl *redlock.Lease
 	select {
-	case wl = <-wDone:
+	case wl := <-wDone:
+		return c, x, wl, proxy
 	case <-time.After(time.Second):
 		t.Fatal("W got no lease from the hand-over")
+		return nil, nil, nil, nil
 	}
+}
+
+// TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls: the waiter's first
+// attempt's call to node 2 is held back (still within NodeCallTimeout)
+// while the holder's release hands nodes 0 and 1 over and the waiter takes
+// its lease and releases it at once. The held call then queues the place
+// on node 2 (busy), where a later release would hand the lock to a place
+// nobody waits in; found by the elector test on miniredis, where such a
+// lock never expired. The release does not wait for the call; the lease
+// leaves the queue once more after it has ended.
+func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 2 * time.Second, QueueTTL: 5 * time.Second, RejoinDelay: -1}
+	c, x, wl, proxy := handedOverWithALateCall(t, cfg)
+	ctx, key := testutil.Context(t), x.Key("r")
 	released := make(chan error, 1)
 	go func() { released <- wl.Release(context.Background()) }()
 	time.Sleep(300 * time.Millisecond)
@@ -395,35 +408,9 @@ func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
 // the lease duration and the place's QueueTTL, it holds one node only, and
 // others still take the lock on the other two at once.
 func TestARequestLateBeyondItsTimeoutHoldsOneNodeWithinItsBound(t *testing.T) {
-	c := testutil.StartRedis(t, 3)
-	ctx := testutil.Context(t)
 	cfg := redlock.Config{LeaseDuration: 6 * time.Second, NodeCallTimeout: 300 * time.Millisecond, QueueTTL: 5 * time.Second, RejoinDelay: -1}
-	x := processLocker(t, c, cfg)
-	key := x.Key("r")
-	require.NoError(t, c.Server(2).Client().Set(ctx, key, foreignLock, 30*time.Second).Err())
-	xl, err := x.TryAcquire(ctx, "r")
-	require.NoError(t, err)
-
-	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
-	proxy.mu.Lock()
-	proxy.armed = true
-	proxy.mu.Unlock()
-	wDone := make(chan *redlock.Lease, 1)
-	go func() {
-		ls, err := w.Acquire(ctx, "r")
-		if assertNoError(t, err) {
-			wDone <- ls
-		}
-	}()
-	require.Eventually(t, func() bool { return proxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 },
-		time.Second, time.Millisecond, "W queued on node 0 with its call to node 2 held")
-	require.NoError(t, xl.Release(ctx))
-	var wl *redlock.Lease
-	select {
-	case wl = <-wDone:
-	case <-time.After(time.Second):
-		t.Fatal("W got no lease from the hand-over")
-	}
+	c, x, wl, proxy := handedOverWithALateCall(t, cfg)
+	ctx, key := testutil.Context(t), x.Key("r")
 	require.NoError(t, wl.Release(context.Background()))
 	time.Sleep(500 * time.Millisecond) // the held call timed out on the client's side
 	proxy.flush()                      // and reaches node 2 now
