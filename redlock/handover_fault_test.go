@@ -37,9 +37,7 @@ func TestADelayedCleanUpReleaseNeverFreesALaterLease(t *testing.T) {
 	// only, and its clean-up release to node 2 is held back.
 	require.NoError(t, c.Server(0).Client().Set(ctx, key, foreignLock, 300*time.Millisecond).Err())
 	require.NoError(t, c.Server(1).Client().Set(ctx, key, foreignLock, 1200*time.Millisecond).Err())
-	proxy.mu.Lock()
-	proxy.armed = true
-	proxy.mu.Unlock()
+	proxy.arm()
 	lease, err := w.Acquire(ctx, "r")
 	require.NoError(t, err)
 	require.Equal(t, 1, proxy.heldCount(), "a clean-up release was held back")

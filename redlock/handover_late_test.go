@@ -92,6 +92,34 @@ func (p *seqHoldProxy) serve(c net.Conn) {
 	}
 }
 
+// arm starts holding back the trigger chunks.
+func (p *seqHoldProxy) arm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = true
+}
+
+// deliver is flush keeping the held connections going (keep).
+func (p *seqHoldProxy) deliver() {
+	p.mu.Lock()
+	p.keep = true
+	p.mu.Unlock()
+	p.flush()
+}
+
+// acquireAsync runs l.Acquire(ctx, resource) in the background; the lease
+// arrives on the channel (an error fails the test).
+func acquireAsync(t *testing.T, ctx context.Context, l *redlock.Locker, resource string) <-chan *redlock.Lease {
+	done := make(chan *redlock.Lease, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, resource)
+		if assertNoError(t, err) {
+			done <- ls
+		}
+	}()
+	return done
+}
+
 func (p *seqHoldProxy) heldCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -177,17 +205,9 @@ func TestALateAttemptCannotTakeOverACountedHandOver(t *testing.T) {
 	w, proxy := behindProxy(t, c, wcfg, scripts.Acquire, scripts.Release)
 	q := processLocker(t, c, qcfg)
 
-	proxy.mu.Lock()
-	proxy.armed = true
-	proxy.mu.Unlock()
+	proxy.arm()
 	S := time.Now()
-	wDone := make(chan *redlock.Lease, 1)
-	go func() {
-		ls, err := w.Acquire(ctx, "r")
-		if assertNoError(t, err) {
-			wDone <- ls
-		}
-	}()
+	wDone := acquireAsync(t, ctx, w, "r")
 	time.Sleep(300 * time.Millisecond)
 	qDone := make(chan *redlock.Lease, 1)
 	qctx, qcancel := context.WithCancel(ctx)
@@ -255,9 +275,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlace(t *testing.T) {
 	key := w.Key("r")
 	require.NoError(t, c.Server(0).Client().Set(ctx, key, foreignLock, 150*time.Millisecond).Err())
 	require.NoError(t, c.Server(1).Client().Set(ctx, key, foreignLock, 150*time.Millisecond).Err())
-	proxy.mu.Lock()
-	proxy.armed = true
-	proxy.mu.Unlock()
+	proxy.arm()
 	lease, err := w.Acquire(ctx, "r")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return tokenOn(t, c, 2, key) == lease.Token() }, time.Second, time.Millisecond)
@@ -282,9 +300,7 @@ func TestALeaseReleaseNeverHandsTheLockToItsOwnPlaceOnOneNode(t *testing.T) {
 		NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }}
 	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
 	key := w.Key("r")
-	proxy.mu.Lock()
-	proxy.armed = true
-	proxy.mu.Unlock()
+	proxy.arm()
 	lease, err := w.Acquire(ctx, "r")
 	require.NoError(t, err)
 	require.Equal(t, 1, proxy.heldCount())
@@ -354,16 +370,8 @@ func handedOverWithALateCall(t *testing.T, cfg redlock.Config) (*testutil.RedisC
 	require.NoError(t, err)
 
 	w, proxy := behindProxy(t, c, cfg, scripts.Acquire)
-	proxy.mu.Lock()
-	proxy.armed = true
-	proxy.mu.Unlock()
-	wDone := make(chan *redlock.Lease, 1)
-	go func() {
-		ls, err := w.Acquire(ctx, "r")
-		if assertNoError(t, err) {
-			wDone <- ls
-		}
-	}()
+	proxy.arm()
+	wDone := acquireAsync(t, ctx, w, "r")
 	require.Eventually(t, func() bool { return proxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 },
 		time.Second, time.Millisecond, "W queued on node 0 with its call to node 2 held")
 	require.NoError(t, xl.Release(ctx))
@@ -391,8 +399,7 @@ func TestALeaseLeavesTheQueueAfterItsAcquiresLateCalls(t *testing.T) {
 	released := make(chan error, 1)
 	go func() { released <- wl.Release(context.Background()) }()
 	time.Sleep(300 * time.Millisecond)
-	proxy.keep = true
-	proxy.flush()
+	proxy.deliver()
 	require.NoError(t, <-released)
 	require.Eventually(t, func() bool { return c.Server(2).Client().ZCard(ctx, key+":queue").Val() == 0 },
 		time.Second, time.Millisecond, "the released lease's place stands on node 2")
@@ -465,16 +472,8 @@ func TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave(t *testing.T) {
 	t.Cleanup(func() { _ = nodes.Close() })
 	w := newLocker(t, nodes, cfg)
 
-	acqProxy.mu.Lock()
-	acqProxy.armed = true
-	acqProxy.mu.Unlock()
-	wDone := make(chan *redlock.Lease, 1)
-	go func() {
-		ls, err := w.Acquire(ctx, "r")
-		if assertNoError(t, err) {
-			wDone <- ls
-		}
-	}()
+	acqProxy.arm()
+	wDone := acquireAsync(t, ctx, w, "r")
 	require.Eventually(t, func() bool {
 		return acqProxy.heldCount() == 1 && c.Server(0).Client().ZCard(ctx, key+":queue").Val() == 1 &&
 			c.Server(1).Client().ZCard(ctx, key+":queue").Val() == 1
@@ -487,21 +486,17 @@ func TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave(t *testing.T) {
 		t.Fatal("W got no lease from the hand-over")
 	}
 
-	relProxy.mu.Lock()
-	relProxy.armed = true
-	relProxy.mu.Unlock()
+	relProxy.arm()
 	released := make(chan error, 1)
 	go func() { released <- wl.Release(context.Background()) }()
 	require.Eventually(t, func() bool { return relProxy.heldCount() == 1 }, time.Second, time.Millisecond, "release to node 1 held")
 	time.Sleep(100 * time.Millisecond) // nodes 0 and 2 have answered the release
 
-	acqProxy.keep = true
-	acqProxy.flush() // the acquire lands on node 2 after its release, and is answered at once
+	acqProxy.deliver() // the acquire lands on node 2 after its release, and is answered at once
 	require.Equal(t, int64(1), c.Server(2).Client().ZCard(ctx, key+":queue").Val(), "the late call queued the place again")
 	time.Sleep(100 * time.Millisecond) // its reply has arrived: the call has ended
 
-	relProxy.keep = true
-	relProxy.flush()
+	relProxy.deliver()
 	require.NoError(t, <-released)
 	require.Eventually(t, func() bool { return c.Server(2).Client().ZCard(ctx, key+":queue").Val() == 0 },
 		3*time.Second, 5*time.Millisecond, "the released lease's place stands on node 2")

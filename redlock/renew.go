@@ -80,16 +80,14 @@ func (ls *Lease) end(ctx context.Context) {
 		if len(late) > 0 {
 			// A call of an earlier attempt still on its way may queue the
 			// place again after the release: leave (giving back a lock
-			// handed over to it) once those calls have ended, in the
-			// background.
-			l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: late}}, l.allIdxs(), true)
+			// handed over to it) once those calls have ended.
+			ls.leaveAfter(late, true)
 		}
 	} else if ls.place != "" {
 		// The lock stays until its TTL, but the Acquire's place, which may
 		// still stand where a node refused, must not be handed a lock that
-		// nobody would renew or release: it leaves the queue (in the
-		// background, after the calls still running).
-		l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: running(ls.queuing, nil)}}, l.allIdxs(), false)
+		// nobody would renew or release: it leaves the queue.
+		ls.leaveAfter(running(ls.queuing, nil), false)
 	}
 	l.forget(ls)
 	close(ls.done)
@@ -136,4 +134,12 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 		case <-t.C:
 		}
 	}
+}
+
+// leaveAfter takes the lease's place out of the queue on every node, in
+// the background, once the given attempt calls have ended (leaveQueue);
+// with give, a lock handed over to the place is given up too.
+func (ls *Lease) leaveAfter(calls []startedCalls, give bool) {
+	l := ls.locker
+	l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: calls}}, l.allIdxs(), give)
 }
