@@ -32,13 +32,10 @@
 -- raise, is refused with FENCEEXHAUSTED. The first write of a grant is SET
 -- and of a refusal that queues ZADD, both refused by a node out of memory
 -- (Redis lets a script that has written once go on writing).
-local cur = redis.pcall('GET', KEYS[1])
-if type(cur) == 'table' then
-  if not string.find(cur.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(cur.err) end
-  return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
-end
+local cur, lerr = l_get(KEYS[1])
+if lerr then return lerr end
 local fence, bad = nil, nil
-if cur and string.sub(cur, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+if l_holds(cur, ARGV[1]) then
   fence, bad = q_fence(KEYS[2])
   if bad then return redis.error_reply(bad) end
   return {1, fence, redis.call('PTTL', KEYS[1])}
@@ -48,8 +45,7 @@ if cur and wid ~= '' then
   -- A lock handed over to the caller's place (under the place's own
   -- token) is reported, not taken: only the place's Acquire may use it.
   local _, _, _, value = q_member(wid)
-  local own = value and string.match(value, '^(%S+) ')
-  if own and string.sub(cur, 1, #own + 1) == own .. ' ' then
+  if l_holds(cur, l_token(value)) then
     fence, bad = q_fence(KEYS[2])
     if bad then return redis.error_reply(bad) end
     return {2, fence, redis.call('PTTL', KEYS[1])}

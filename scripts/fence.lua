@@ -3,12 +3,9 @@
 -- KEYS[1] lock key, KEYS[2] fence key
 -- ARGV[1] token, ARGV[2] F
 -- Returns 1 when the caller holds the lock here (counter now >= F), else 0.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
-  return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
-end
-if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+local v, lerr = l_get(KEYS[1])
+if lerr then return lerr end
+if not l_holds(v, ARGV[1]) then
   return 0
 end
 local cur = redis.call('GET', KEYS[2])

@@ -12,9 +12,7 @@
 local _, _, _, value = q_member(ARGV[1])
 local held = false
 if value and ARGV[4] == 'give' then
-  local cur = redis.pcall('GET', KEYS[1])
-  local token = string.match(value, '^(%S+) ')
-  held = type(cur) == 'string' and string.sub(cur, 1, #token + 1) == token .. ' '
+  held = l_holds(redis.pcall('GET', KEYS[1]), l_token(value))
 end
 local first, _, _, err = q_scan(KEYS[2], KEYS[3], nil)
 if err then

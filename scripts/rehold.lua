@@ -8,12 +8,9 @@
 -- ARGV[1] the token that holds the lock, ARGV[2] the new value "<token>
 -- <owner>", ARGV[3] TTL in milliseconds
 -- Returns {1, counter} when done, {0} when ARGV[1] does not hold the lock.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
-  return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
-end
-if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+local v, lerr = l_get(KEYS[1])
+if lerr then return lerr end
+if not l_holds(v, ARGV[1]) then
   return {0}
 end
 local fence = redis.pcall('GET', KEYS[2])

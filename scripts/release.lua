@@ -19,18 +19,14 @@
 -- the number of subscribers that heard the announcement, and when the
 -- announcement named a head, {that number, the head} or, when the lock
 -- was handed over to it, {that number, the head, the counter}.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  if not string.find(v.err or '', 'WRONGTYPE', 1, true) then return redis.error_reply(v.err) end
-  return redis.error_reply('WRONGTYPE redlock lock key ' .. KEYS[1] .. ' holds data that is not a lock')
-end
-local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ' '
+local v, lerr = l_get(KEYS[1])
+if lerr then return lerr end
+local mine = l_holds(v, ARGV[1])
 if v and not mine and ARGV[6] and ARGV[6] ~= '' then
   -- A lock handed over to the caller's place after its lease was granted
   -- is the caller's too.
   local _, _, _, value = q_member(ARGV[6])
-  local own = value and string.match(value, '^(%S+) ')
-  mine = own ~= nil and string.sub(v, 1, #own + 1) == own .. ' '
+  mine = l_holds(v, l_token(value))
 end
 -- unplace removes the caller's own place. A queue key that holds someone
 -- else's data is left alone.

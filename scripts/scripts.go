@@ -35,6 +35,8 @@ var (
 	leaveSrc string
 	//go:embed rehold.lua
 	reholdSrc string
+	//go:embed lock.lua
+	lockSrc string
 )
 
 var (
@@ -47,29 +49,32 @@ var (
 	// another, {0, pttl, ticket, head's ms left} when the lock has a queue,
 	// and a FENCEEXHAUSTED error, with nothing written, when the counter is
 	// at 2^63-1.
-	Acquire = redis.NewScript(queueSrc + acquireSrc)
+	Acquire = redis.NewScript(lockSrc + queueSrc + acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence. Replies 1 when the caller holds the lock, else 0.
-	Fence = redis.NewScript(fenceSrc)
+	Fence = redis.NewScript(lockSrc + fenceSrc)
 	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
 	// Replies 1 when extended, 0 when not held by the token.
-	Renew = redis.NewScript(renewSrc)
-	// Release deletes the caller's own lock and, if ARGV[3] is not empty,
-	// publishes it (with the head of the wait queue) on the release
-	// channel: KEYS = lock, queue, queue expiries; ARGV = token, channel,
-	// announcement. Replies 0 when not held, else 1 + the subscribers
-	// reached, or {1 + the subscribers reached, head} when it named the
-	// head of the wait queue.
-	Release = redis.NewScript(queueSrc + releaseSrc)
+	Renew = redis.NewScript(lockSrc + renewSrc)
+	// Release deletes the caller's own lock (or hands it over to the head
+	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
+	// lock, queue, queue expiries, fence; ARGV = token, channel,
+	// announcement, rejoin delay ms for a hand-over ("" for none), seed
+	// step, the caller's own place. Replies 0 when not held, else 1 + the
+	// subscribers reached, {1 + the subscribers reached, head} when it named
+	// the head of the wait queue, or {…, head, counter} when it handed the
+	// lock over to the head.
+	Release = redis.NewScript(lockSrc + queueSrc + releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
-	// if the waiter was the head of a free lock: KEYS = lock, queue, queue
-	// expiries; ARGV = waiter id, channel, announcement id. Replies 1 when
-	// the waiter was queued, else 0.
-	Leave = redis.NewScript(queueSrc + leaveSrc)
+	// if the waiter was the head of a free lock or gave the lock up: KEYS =
+	// lock, queue, queue expiries; ARGV = waiter's place, channel,
+	// announcement id, "give" to give up a lock handed over to the place.
+	// Replies 1 when the waiter was queued or held the lock, else 0.
+	Leave = redis.NewScript(lockSrc + queueSrc + leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
 	// = lock, fence; ARGV = holding token, new value, ttl ms. Replies {1,
 	// counter} when done, {0} when the token does not hold the lock.
-	Rehold = redis.NewScript(reholdSrc)
+	Rehold = redis.NewScript(lockSrc + reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue's expiry key. Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.
