@@ -150,13 +150,13 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		// The caller waits for the nodes that answered and may hold the
 		// lock, not for the others (a paused node never holds it up).
 		select {
-		case <-l.cleanup(ls, append(v.granted, v.unsure...), v.answered):
+		case <-l.cleanup(ls, replies, append(v.granted, v.unsure...), v.answered):
 		case <-ctx.Done():
 		}
 		return nil, failure
 	}
 	if !l.establish(ls, granted, fence, p) {
-		<-l.cleanup(ls, append(v.granted, v.unsure...), v.answered)
+		<-l.cleanup(ls, replies, append(v.granted, v.unsure...), v.answered)
 		return nil, ErrClosed
 	}
 	return ls, nil
@@ -308,14 +308,15 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 // at once on the nodes in now (those that granted, or failed with an
 // unknown outcome), and on each node that had not answered once its call
 // has ended, so that no late grant outlives the attempt. Nodes that
-// answered with a refusal hold nothing of ours. The clean-up hands no lock
+// answered with a refusal hold nothing of ours, in time or late: the
+// late answers still in replies spare those nodes a call. The clean-up hands no lock
 // over, it only names the head of each node's queue: a split vote frees
 // the lock on several nodes at once, usually while the waiters it queued
 // do not yet agree on their tickets, and handing each node's lock to its
 // own head would leave each with a minority. The channel it returns is
 // closed when the nodes in now are clean. It must be called while the
 // attempt holds its count in l.bg (enter).
-func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
+func (l *Locker) cleanup(ls *Lease, replies <-chan reply[Grant], now, answered []int) <-chan struct{} {
 	ls.cancel(ErrLeaseReleased)
 	quick := make(chan struct{})
 	l.bg.Add(1)
@@ -330,13 +331,23 @@ func (l *Locker) cleanup(ls *Lease, now, answered []int) <-chan struct{} {
 			return
 		}
 		ls.acquiring.Wait()
+		// Every call has ended, so every answer not yet read is in
+		// replies.
+		refused := make([]bool, len(l.nodes))
+		for len(replies) > 0 {
+			if r := <-replies; r.err == nil && !r.val.OK {
+				refused[r.idx] = true
+			}
+		}
 		rest := make([]int, 0, len(l.nodes)-len(answered))
 		for i := range l.nodes {
-			if !slices.Contains(answered, i) {
+			if !slices.Contains(answered, i) && !refused[i] {
 				rest = append(rest, i)
 			}
 		}
-		l.releaseOn(ctx, rest, ls.key, ls.token, false, "", false)
+		if len(rest) > 0 {
+			l.releaseOn(ctx, rest, ls.key, ls.token, false, "", false)
+		}
 	}()
 	return quick
 }

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,5 +119,68 @@ func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
 	require.Zero(t, late.Load(), "node calls started after Close returned")
 	for i := range 3 {
 		require.False(t, c.Server(i).Exists(l.Key("closing")), "node %d keeps the lock", i)
+	}
+}
+
+// lateNode answers Acquire only once gate is closed, with failWith when it
+// is set, and counts the Release calls it gets.
+type lateNode struct {
+	redlock.Node
+	gate     <-chan struct{}
+	failWith error
+	releases *atomic.Int32
+}
+
+func (n lateNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
+	<-n.gate
+	if n.failWith != nil {
+		return redlock.Grant{}, n.failWith
+	}
+	return n.Node.Acquire(context.Background(), key, token, owner, ttl)
+}
+
+func (n lateNode) Release(ctx context.Context, key, token string) (bool, error) {
+	n.releases.Add(1)
+	return n.Node.Release(ctx, key, token)
+}
+
+// TestTheCleanUpCallsOnlyTheLateNodesThatMayHoldTheLock: an attempt that
+// the refusals of a majority decided leaves its call to the third node
+// running; once that call ends, the clean-up releases the lock there only
+// if the node granted it or failed (the outcome is unknown), and spares a
+// node that refused a call.
+func TestTheCleanUpCallsOnlyTheLateNodesThatMayHoldTheLock(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		busy         bool // the late node holds a foreign lock too
+		failWith     error
+		wantReleases int32
+	}{
+		{name: "late refusal", busy: true, wantReleases: 0},
+		{name: "late grant", wantReleases: 1},
+		{name: "late failure", failWith: errors.New("connection reset"), wantReleases: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testutil.NewMiniCluster(t, 3)
+			gate := make(chan struct{})
+			var releases atomic.Int32
+			nodes := c.Nodes()
+			nodes[0] = lateNode{Node: nodes[0], gate: gate, failWith: tc.failWith, releases: &releases}
+			l, err := redlock.New(nodes, redlock.Config{LeaseDuration: 3 * time.Second})
+			require.NoError(t, err)
+			for i := range 3 {
+				if i > 0 || tc.busy {
+					require.NoError(t, c.Set(i, l.Key("late"), foreignLock))
+				}
+			}
+			_, err = l.TryAcquire(testutil.Context(t), "late")
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			close(gate)
+			require.NoError(t, l.Close()) // waits for the clean-up
+			require.Equal(t, tc.wantReleases, releases.Load(), "release calls to the late node")
+			if !tc.busy {
+				require.False(t, c.Server(0).Exists(l.Key("late")), "the late grant outlived the attempt")
+			}
+		})
 	}
 }
