@@ -114,7 +114,12 @@ func (l *Locker) acquireOn(ctx context.Context, node Node, keys []string, token 
 		return g, err
 	}
 	if why := r.upState(ctx).rejoining(l.cfg.RejoinDelay); why != "" {
-		_, _ = node.Release(ctx, key, token)
+		// Give the grant back. Until the node has answered, our token may
+		// still hold the lock there: an error (outcome unknown), so that a
+		// failed attempt's clean-up releases it again, never a refusal.
+		if _, err := node.Release(ctx, key, token); err != nil {
+			return Grant{}, fmt.Errorf("%s; giving its grant back failed: %w", why, err)
+		}
 		return Grant{Reason: why}, nil
 	}
 	return g, nil
