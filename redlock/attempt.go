@@ -308,9 +308,9 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 // at once on the nodes in now (those that granted, or failed with an
 // unknown outcome), and on each node that had not answered once its call
 // has ended, so that no late grant outlives the attempt. Nodes that
-// answered with a refusal hold nothing of ours, in time or late: the
-// late answers still in replies spare those nodes a call. The clean-up hands no lock
-// over, it only names the head of each node's queue: a split vote frees
+// answered with a refusal hold nothing of ours, in time or late: the late
+// answers still in replies spare those nodes a call. The clean-up hands no
+// lock over, it only names the head of each node's queue: a split vote frees
 // the lock on several nodes at once, usually while the waiters it queued
 // do not yet agree on their tickets, and handing each node's lock to its
 // own head would leave each with a minority. The channel it returns is
