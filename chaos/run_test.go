@@ -723,44 +723,16 @@ func (g *gate) wait(ctx context.Context) error {
 	}
 }
 
-// gatedNode is a RedisNode whose calls pass through a gate. It keeps the
-// node's release notifications (Notifier).
+// gatedNode is a RedisNode whose script calls pass through a gate. It
+// keeps the node's release announcements and uptime (Node).
 type gatedNode struct {
 	*redlock.RedisNode
 	g *gate
 }
 
-func (n *gatedNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
+func (n *gatedNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
 	if err := n.g.wait(ctx); err != nil {
-		return redlock.Grant{}, err
+		return nil, err
 	}
-	return n.RedisNode.Acquire(ctx, key, token, owner, ttl)
-}
-
-func (n *gatedNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
-	if err := n.g.wait(ctx); err != nil {
-		return false, err
-	}
-	return n.RedisNode.Fence(ctx, key, token, f)
-}
-
-func (n *gatedNode) Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if err := n.g.wait(ctx); err != nil {
-		return false, err
-	}
-	return n.RedisNode.Renew(ctx, key, token, ttl)
-}
-
-func (n *gatedNode) Release(ctx context.Context, key, token string) (bool, error) {
-	if err := n.g.wait(ctx); err != nil {
-		return false, err
-	}
-	return n.RedisNode.Release(ctx, key, token)
-}
-
-func (n *gatedNode) Inspect(ctx context.Context, key string) (redlock.LockInfo, error) {
-	if err := n.g.wait(ctx); err != nil {
-		return redlock.LockInfo{}, err
-	}
-	return n.RedisNode.Inspect(ctx, key)
+	return n.RedisNode.Eval(ctx, s, keys, args...)
 }

@@ -23,6 +23,12 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+	if !l.enter() {
+		return nil, ErrClosed
+	}
+	// Close waits for the call, and wakes it (Locker.closing): it leaves
+	// the nodes' queues before Close returns.
+	defer l.bg.Done()
 	key := l.Key(resource)
 	p := l.newPlace()
 	if p == nil {
@@ -50,7 +56,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		// Others of this Locker already wait for key: queue behind them
 		// rather than spend an attempt that cannot win.
 		if w = l.hub.join(key, ""); w != nil {
-			if err := await(ctx, w, b.NextBackOff()); err != nil {
+			if err := l.await(ctx, w, b.NextBackOff()); err != nil {
 				return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 			}
 		}
@@ -92,7 +98,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 				// after a split vote.
 				l.givePlaceBack(key, p, w)
 				splits++
-				if await(ctx, nil, time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(splits, 16)+1))) != nil {
+				if l.await(ctx, nil, time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(splits, 16)+1))) != nil {
 					return nil, ctxEnded(ctx, resource, last)
 				}
 				continue
@@ -155,7 +161,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		}
 		for {
 			slept := time.Now()
-			if await(ctx, w, wait) != nil {
+			if l.await(ctx, w, wait) != nil {
 				return nil, ctxEnded(ctx, resource, last)
 			}
 			if p == nil || w == nil || l.isClosed() {
@@ -179,6 +185,30 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 			}
 		}
 	}
+}
+
+// await is the package's await that also returns, with nil, when the
+// Locker is being closed: the next attempt then reports ErrClosed.
+func (l *Locker) await(ctx context.Context, w *waiter, wait time.Duration) error {
+	select {
+	case <-l.closing:
+		return nil
+	default:
+	}
+	var wake <-chan struct{}
+	if w != nil {
+		wake = w.wake
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-wake:
+	case <-l.closing:
+	}
+	return nil
 }
 
 // await sleeps until w is woken (w may be nil), wait has passed, or ctx

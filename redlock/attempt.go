@@ -30,18 +30,17 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	// bounds them by NodeCallTimeout, which is below the validity.
 	opCtx := context.WithoutCancel(ctx)
 	orig := p
+	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, step: l.seedStep}
 	if p != nil {
 		// Calls may outlive the attempt, and the caller updates its place
-		// for the next one: they read a copy. The caller's final leave
+		// for the next one: they read a snapshot. The caller's final leave
 		// waits for them (addCalls below).
-		c := *p
-		p = &c
+		a.queue = &queueArgs{member: p.member, ticket: p.ticketArg(), ttl: p.ttl}
 	}
 
 	n := len(l.nodes)
-	keys := acquireKeys(ls.key)
-	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, node Node) (Grant, error) {
-		return l.acquireOn(ctx, node, keys, ls.token, p)
+	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, i int) (grant, error) {
+		return l.acquireOn(ctx, i, a)
 	})
 	if orig != nil {
 		orig.addCalls(startedCalls{at: start, wg: &ls.acquiring, over: deadline}, l.cfg.NodeCallTimeout)
@@ -55,7 +54,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	// A client that ignores context deadlines does not hold the attempt up
 	// past NodeCallTimeout (which is below the validity): gather stops, and
 	// the unanswered nodes count as failed.
-	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[Grant]) bool {
+	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[grant]) bool {
 		return v.add(l, r)
 	})
 	if orig != nil && len(v.handed) > 0 && len(v.granted) < l.quorum && received < n && !timedOut && ctx.Err() == nil {
@@ -66,7 +65,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		elapsed := time.Since(start)
 		if left := l.cfg.NodeCallTimeout - elapsed; left > 0 {
 			brief, cancel := context.WithTimeout(context.Background(), min(max(2*elapsed, time.Millisecond), left))
-			more, _ := gather(ctx, replies, brief.Done(), n-received, func(r reply[Grant]) bool {
+			more, _ := gather(ctx, replies, brief.Done(), n-received, func(r reply[grant]) bool {
 				v.add(l, r)
 				return false
 			})
@@ -109,9 +108,9 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 	}
 	ae.Granted = len(granted)
 
-	var fence fencing.Token
+	var token fencing.Token
 	if failure == nil && ae.Reason == "" && len(granted) >= l.quorum {
-		fence, failure = ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
+		token, failure = ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
 	} else if failure == nil {
 		failure = ae.finish()
 	}
@@ -126,7 +125,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 			// answer (within the attempt's NodeCallTimeout), so that the
 			// clean-up below covers them and a retry does not find our
 			// leftovers. A busy lock (nothing granted) answers at once.
-			gather(ctx, replies, deadline, n-received, func(r reply[Grant]) bool {
+			gather(ctx, replies, deadline, n-received, func(r reply[grant]) bool {
 				v.answered = append(v.answered, r.idx)
 				if r.err != nil {
 					v.unsure = append(v.unsure, r.idx)
@@ -140,7 +139,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 			// This attempt's grants and the locks handed over to the place
 			// make a majority together: the grants move under the place's
 			// token (for the full TTL) and count as handed over.
-			held := l.rehold(opCtx, ls.key, v.granted, ls.token, orig)
+			held := l.rehold(ctx, ls.key, v.granted, ls.token, orig)
 			for i, c := range held {
 				orig.found[i] = max(orig.found[i], c)
 				ae.handed++
@@ -155,7 +154,7 @@ func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease
 		}
 		return nil, failure
 	}
-	if !l.establish(ls, granted, fence, p) {
+	if !l.establish(ls, granted, token, orig) {
 		<-l.cleanup(ls, replies, append(v.granted, v.unsure...), v.answered)
 		return nil, ErrClosed
 	}
@@ -211,7 +210,7 @@ func (v *tallyAcquire) init(n int) {
 
 // add counts one node's answer and reports whether the round is decided: a
 // majority granted, or so many did not that no majority can.
-func (v *tallyAcquire) add(l *Locker, r reply[Grant]) bool {
+func (v *tallyAcquire) add(l *Locker, r reply[grant]) bool {
 	v.answered = append(v.answered, r.idx)
 	switch {
 	case r.err != nil:
@@ -285,8 +284,8 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 	// The fence step must end within the validity.
 	fctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
-	replies, deadline := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, node Node) (bool, error) {
-		return node.Fence(ctx, ls.key, ls.token, f)
+	replies, deadline := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, i int) (bool, error) {
+		return fence(ctx, l.nodes[i], ls.keys, ls.token, f)
 	})
 	var t tally
 	gather(fctx, replies, deadline, len(granted), func(r reply[bool]) bool {
@@ -316,7 +315,7 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 // own head would leave each with a minority. The channel it returns is
 // closed when the nodes in now are clean. It must be called while the
 // attempt holds its count in l.bg (enter).
-func (l *Locker) cleanup(ls *Lease, replies <-chan reply[Grant], now, answered []int) <-chan struct{} {
+func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered []int) <-chan struct{} {
 	ls.cancel(ErrLeaseReleased)
 	quick := make(chan struct{})
 	l.bg.Add(1)
@@ -324,7 +323,7 @@ func (l *Locker) cleanup(ls *Lease, replies <-chan reply[Grant], now, answered [
 		defer l.bg.Done()
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, ls.key, ls.token, false, "", false)
+			l.releaseOn(ctx, now, releaseArgs{keys: ls.keys, token: ls.token}, false, false)
 		}
 		close(quick)
 		if len(answered) == len(l.nodes) {
@@ -346,7 +345,7 @@ func (l *Locker) cleanup(ls *Lease, replies <-chan reply[Grant], now, answered [
 			}
 		}
 		if len(rest) > 0 {
-			l.releaseOn(ctx, rest, ls.key, ls.token, false, "", false)
+			l.releaseOn(ctx, rest, releaseArgs{keys: ls.keys, token: ls.token}, false, false)
 		}
 	}()
 	return quick

@@ -2,47 +2,48 @@ package redlock
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/scripts"
 )
 
 // redialedNode is a node whose acquire is late and is granted on a new
 // connection (as a client's retry after a reset would be); the rejoin
 // check that a new connection calls for then fails, and so does the
-// give-back release: the call's context has run out.
+// first release (the give-back): the call's context has run out.
 type redialedNode struct {
 	*RedisNode
-	gate   chan struct{}
-	redial bool
+	gate      chan struct{}
+	redial    bool
+	givenBack atomic.Bool
 }
 
-func (n *redialedNode) dialCount() uint64 {
+func (n *redialedNode) Uptime(context.Context) (Uptime, error) {
 	if n.redial {
-		return 1
+		return Uptime{}, context.DeadlineExceeded
 	}
-	return 0
+	return Uptime{Since: time.Now().Add(-time.Hour)}, nil
 }
 
-func (n *redialedNode) upState(context.Context) upState {
-	if n.redial {
-		return upState{checked: true, err: context.DeadlineExceeded, dials: 1}
+func (n *redialedNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	switch s {
+	case scripts.Acquire:
+		<-n.gate
+		reply, err := n.RedisNode.Eval(context.Background(), s, keys, args...)
+		n.redial = true
+		return reply, err
+	case scripts.Release:
+		if n.givenBack.CompareAndSwap(false, true) {
+			return nil, context.DeadlineExceeded // the give-back
+		}
 	}
-	return upState{checked: true, since: time.Now().Add(-time.Hour)}
-}
-
-func (n *redialedNode) acquireAbove(_ context.Context, keys []string, token, owner string, ttl time.Duration, floor, step string, p *place) (Grant, error) {
-	<-n.gate
-	g, err := n.RedisNode.acquireAbove(context.Background(), keys, token, owner, ttl, floor, step, p)
-	n.redial = true
-	return g, err
-}
-
-func (n *redialedNode) Release(context.Context, string, string) (bool, error) {
-	return false, context.DeadlineExceeded
+	return n.RedisNode.Eval(ctx, s, keys, args...)
 }
 
 // TestAGrantThatCouldNotBeGivenBackIsCleanedUp: a node granted a late call

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -22,9 +24,12 @@ type hangingAcquireNode struct {
 	release <-chan struct{}
 }
 
-func (n hangingAcquireNode) Acquire(context.Context, string, string, string, time.Duration) (redlock.Grant, error) {
+func (n hangingAcquireNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if s != scripts.Acquire {
+		return n.Node.Eval(ctx, s, keys, args...)
+	}
 	<-n.release
-	return redlock.Grant{}, context.Canceled
+	return nil, context.Canceled
 }
 
 // busyWithOneHangingNode returns a Locker over three nodes: the first hangs
@@ -83,15 +88,12 @@ func (n countingNode) note() {
 	}
 }
 
-func (n countingNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
+func (n countingNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
 	n.note()
-	time.Sleep(n.delay)
-	return n.Node.Acquire(ctx, key, token, owner, ttl)
-}
-
-func (n countingNode) Release(ctx context.Context, key, token string) (bool, error) {
-	n.note()
-	return n.Node.Release(ctx, key, token)
+	if s == scripts.Acquire {
+		time.Sleep(n.delay)
+	}
+	return n.Node.Eval(ctx, s, keys, args...)
 }
 
 // TestCloseWaitsForAttemptsInFlight: Close called while an attempt is
@@ -131,17 +133,18 @@ type lateNode struct {
 	releases *atomic.Int32
 }
 
-func (n lateNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
-	<-n.gate
-	if n.failWith != nil {
-		return redlock.Grant{}, n.failWith
+func (n lateNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	switch s {
+	case scripts.Acquire:
+		<-n.gate
+		if n.failWith != nil {
+			return nil, n.failWith
+		}
+		return n.Node.Eval(context.Background(), s, keys, args...)
+	case scripts.Release:
+		n.releases.Add(1)
 	}
-	return n.Node.Acquire(context.Background(), key, token, owner, ttl)
-}
-
-func (n lateNode) Release(ctx context.Context, key, token string) (bool, error) {
-	n.releases.Add(1)
-	return n.Node.Release(ctx, key, token)
+	return n.Node.Eval(ctx, s, keys, args...)
 }
 
 // TestTheCleanUpCallsOnlyTheLateNodesThatMayHoldTheLock: an attempt that

@@ -203,22 +203,6 @@ func dialOnce(ctx context.Context, opts *redis.Options) error {
 	return nil
 }
 
-// isAuthError reports whether err is the server refusing our credentials or
-// permissions: retrying will not help.
-func isAuthError(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // infoField returns field's value in an INFO reply, or "".
 func infoField(info, field string) string {
 	for line := range strings.Lines(info) {

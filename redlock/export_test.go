@@ -1,5 +1,12 @@
 package redlock
 
+import (
+	"context"
+	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
+)
+
 // Waiting reports how many of l's Acquire calls wait for resource.
 func Waiting(l *Locker, resource string) int {
 	l.hub.mu.Lock()
@@ -8,4 +15,34 @@ func Waiting(l *Locker, resource string) int {
 		return len(kw.queue)
 	}
 	return 0
+}
+
+// Grant is a node's answer to an acquire, for tests of the scripts.
+type Grant = grant
+
+// NodeAcquire runs the acquire script on n, without a place in the queue
+// and with the default seed step (a second).
+func NodeAcquire(ctx context.Context, n Node, key, token, owner string, ttl time.Duration) (Grant, error) {
+	return acquire(ctx, n, acquireArgs{keys: lockKeys(key), token: token, owner: owner, ttl: ttl, step: "1000000"})
+}
+
+// NodeFence runs the fence script on n.
+func NodeFence(ctx context.Context, n Node, key, token string, f fencing.Token) (bool, error) {
+	return fence(ctx, n, lockKeys(key), token, f)
+}
+
+// NodeRenew runs the renew script on n.
+func NodeRenew(ctx context.Context, n Node, key, token string, ttl time.Duration) (bool, error) {
+	return renew(ctx, n, lockKeys(key), token, ttl)
+}
+
+// NodeRelease runs the release script on n, without a hand-over.
+func NodeRelease(ctx context.Context, n Node, key, token string) (bool, error) {
+	r, err := release(ctx, n, releaseArgs{keys: lockKeys(key), token: token})
+	return r.released, err
+}
+
+// NodeInspect runs the inspect script on n.
+func NodeInspect(ctx context.Context, n Node, key string) (LockInfo, error) {
+	return inspect(ctx, n, lockKeys(key))
 }

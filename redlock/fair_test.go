@@ -484,3 +484,37 @@ func TestAnOrphanedLeaseLeavesTheQueue(t *testing.T) {
 	require.NoError(t, x.Release(ctx, "r", ls.Token()))
 	require.Empty(t, c.Server(2).Client().Get(ctx, key).Val(), "node 2 is held by the orphaned Acquire's place")
 }
+
+// TestClosingALockerBeforeItsNodesLeavesNoPlaceBehind: the usual shutdown,
+// defer nodes.Close() then defer locker.Close(), while several Acquire
+// calls wait. Close returns only once they have left the nodes' wait
+// queues, so closing the nodes right after cuts no leaving short: a
+// graceful shutdown holds no lock up for QueueTTL, as a crash would.
+func TestClosingALockerBeforeItsNodesLeavesNoPlaceBehind(t *testing.T) {
+	c := testutil.StartRedis(t, 3)
+	cfg := redlock.Config{LeaseDuration: 30 * time.Second}
+	holder := processLocker(t, c, cfg)
+	lease, err := holder.Acquire(testutil.Context(t), "shutdown")
+	require.NoError(t, err)
+	key := holder.Key("shutdown")
+
+	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)
+	require.NoError(t, err)
+	waiter, err := redlock.New(nodes, cfg)
+	require.NoError(t, err)
+	const waiters = 10
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() {
+			_, err := waiter.Acquire(testutil.Context(t), "shutdown")
+			assert.ErrorIs(t, err, redlock.ErrClosed)
+		})
+	}
+	require.Eventually(t, func() bool { return slices.Equal(placesOn(t, c, key), []int64{waiters, waiters, waiters}) },
+		10*time.Second, 5*time.Millisecond)
+	require.NoError(t, waiter.Close())
+	require.NoError(t, nodes.Close())
+	wg.Wait()
+	require.Equal(t, []int64{0, 0, 0}, placesOn(t, c, key), "places left behind")
+	require.NoError(t, lease.Release(testutil.Context(t)))
+}

@@ -83,34 +83,34 @@ func TestFenceTokensAreExactAbove2To53(t *testing.T) {
 			key := "redlock:{node-" + strconv.FormatUint(start, 10) + "}"
 			s.set(t, 0, key+":fence", strconv.FormatUint(start, 10))
 			for range 2 { // the second call is a client-side retry
-				g, err := node.Acquire(ctx, key, tokenA, "a", time.Minute)
+				g, err := redlock.NodeAcquire(ctx, node, key, tokenA, "a", time.Minute)
 				require.NoError(t, err)
 				require.True(t, g.OK)
 				require.Equal(t, fencing.Token(start+1), g.Counter, "first holder after %d", start)
 			}
-			ok, err := node.Release(ctx, key, tokenA)
+			ok, err := redlock.NodeRelease(ctx, node, key, tokenA)
 			require.NoError(t, err)
 			require.True(t, ok)
-			g, err := node.Acquire(ctx, key, tokenB, "b", time.Minute)
+			g, err := redlock.NodeAcquire(ctx, node, key, tokenB, "b", time.Minute)
 			require.NoError(t, err)
 			require.True(t, g.OK)
 			require.Equal(t, fencing.Token(start+2), g.Counter, "second holder after %d", start)
 			v, _ := s.get(t, 0, key+":fence")
 			require.Equal(t, strconv.FormatUint(start+2, 10), v)
-			info, err := node.Inspect(ctx, key)
+			info, err := redlock.NodeInspect(ctx, node, key)
 			require.NoError(t, err)
 			require.Equal(t, fencing.Token(start+2), info.Fence)
 		}
 		const key = "redlock:{node-fence}"
 		s.set(t, 0, key+":fence", "1")
-		_, err := node.Acquire(ctx, key, tokenA, "a", time.Minute)
+		_, err := redlock.NodeAcquire(ctx, node, key, tokenA, "a", time.Minute)
 		require.NoError(t, err)
-		ok, err := node.Fence(ctx, key, tokenA, 1<<53+7)
+		ok, err := redlock.NodeFence(ctx, node, key, tokenA, 1<<53+7)
 		require.NoError(t, err)
 		require.True(t, ok)
 		v, _ := s.get(t, 0, key+":fence")
 		require.Equal(t, strconv.FormatUint(1<<53+7, 10), v)
-		info, err := node.Inspect(ctx, key)
+		info, err := redlock.NodeInspect(ctx, node, key)
 		require.NoError(t, err)
 		require.Equal(t, fencing.Token(1<<53+7), info.Fence)
 
@@ -195,7 +195,7 @@ func TestFenceCounterAtMaxRefusesBeforeLocking(t *testing.T) {
 			}
 		}
 
-		_, err := s.nodes[0].Acquire(ctx, l.Key("full"), tokenA, "a", time.Minute)
+		_, err := redlock.NodeAcquire(ctx, s.nodes[0], l.Key("full"), tokenA, "a", time.Minute)
 		requireUntouched(t)
 		require.ErrorIs(t, err, redlock.ErrFenceExhausted)
 
@@ -216,7 +216,7 @@ func TestFenceCounterAtMaxRefusesBeforeLocking(t *testing.T) {
 
 		over := "9223372036854775808"
 		s.set(t, 0, l.Key("over")+":fence", over)
-		_, err = s.nodes[0].Acquire(ctx, l.Key("over"), tokenA, "a", time.Minute)
+		_, err = redlock.NodeAcquire(ctx, s.nodes[0], l.Key("over"), tokenA, "a", time.Minute)
 		require.ErrorIs(t, err, redlock.ErrWrongType)
 		_, held := s.get(t, 0, l.Key("over"))
 		require.False(t, held, "no lock key left behind")

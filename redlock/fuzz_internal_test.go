@@ -136,7 +136,7 @@ func FuzzParseGrant(f *testing.F) {
 			if !errors.Is(err, errBadReply) {
 				t.Fatalf("parseGrant(%#v): error %v does not wrap errBadReply", reply, err)
 			}
-			if g != (Grant{}) {
+			if g != (grant{}) {
 				t.Fatalf("parseGrant(%#v): error %v with a non-zero Grant %+v", reply, err, g)
 			}
 			return

@@ -20,7 +20,7 @@ func handPlace(id, token string, lease, ttl time.Duration, ch string) *place {
 	}
 }
 
-var testHandOver = handOver{delay: "-1", step: "1"}
+var testHandOver = handOver{delay: -1, step: "1"}
 
 // listen subscribes to channel on q's server and returns its messages
 // (miniredis delivers them synchronously: they must be read as they come).
@@ -57,7 +57,7 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 	q.m.SetTime(now.Add(500 * time.Millisecond))
 	require.False(t, q.acquire(t, key, tokenY, next).OK)
 
-	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, testHandOver, "")
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: ""})
 	require.NoError(t, err)
 	require.True(t, r.released)
 	require.Equal(t, head.id, r.head)
@@ -85,7 +85,7 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 	// Its release hands the lock on to the next head, announced on the
 	// lock's own channel ("-").
 	lockCh := listen(t, q, releaseChannel(key))
-	r, err = q.node.releaseCounting(context.Background(), releaseKeys(key), tokenX, testHandOver, "")
+	r, err = release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenX, handOver: testHandOver, place: ""})
 	require.NoError(t, err)
 	require.Equal(t, next.id, r.head)
 	require.Equal(t, g.Counter+1, r.counter)
@@ -118,7 +118,7 @@ func TestAPlaceWithoutAHandOverIsOnlyNamed(t *testing.T) {
 			} else {
 				require.False(t, q.acquire(t, key, tokenX, p).OK)
 			}
-			r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, tc.ho, "")
+			r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: tc.ho, place: ""})
 			require.NoError(t, err)
 			require.True(t, r.released)
 			require.Zero(t, r.counter)
@@ -139,7 +139,7 @@ func TestAReleaseRemovesTheHoldersOwnPlace(t *testing.T) {
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	mine := handPlace("1111111111111111", tokenX, 10*time.Second, time.Minute, "-")
 	require.False(t, q.acquire(t, key, tokenX, mine).OK)
-	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenX, testHandOver, mine.member)
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenX, handOver: testHandOver, place: mine.member})
 	require.NoError(t, err)
 	require.False(t, r.released, "the lock is another's here")
 	require.False(t, q.m.Exists(key+":queue"), "the place is gone")
@@ -158,12 +158,12 @@ func TestLeavingGivesBackAHandedOverLock(t *testing.T) {
 	next := handPlace("2222222222222222", tokenY, 10*time.Second, time.Minute, "-")
 	require.False(t, q.acquire(t, key, tokenX, gone).OK)
 	require.False(t, q.acquire(t, key, tokenY, next).OK)
-	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, testHandOver, "")
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: ""})
 	require.NoError(t, err)
 	require.Equal(t, gone.id, r.head)
 
 	sub := listen(t, q, releaseChannel(key))
-	require.NoError(t, q.node.leaveQueue(context.Background(), key, gone.member, true))
+	require.NoError(t, leave(context.Background(), q.node, leaveArgs{keys: lockKeys(key), member: gone.member, give: true}))
 	require.False(t, q.m.Exists(key), "given back")
 	require.Equal(t, leaveMark+releaseID(gone.member)+" "+next.id, <-sub)
 	require.Equal(t, next.member, q.head(t, key))
@@ -182,7 +182,7 @@ func TestAReleasePassesOverTheReleasersOwnPlace(t *testing.T) {
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	require.False(t, q.acquire(t, key, tokenZ, mine).OK, "a late attempt queues the lease's place")
 	require.False(t, q.acquire(t, key, tokenY, other).OK)
-	r, err := q.node.releaseCounting(context.Background(), releaseKeys(key), tokenHolder, testHandOver, mine.member)
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: mine.member})
 	require.NoError(t, err)
 	require.Equal(t, other.id, r.head, "the lease's own place is passed over")
 	v, _ := q.m.Get(key)
@@ -190,7 +190,7 @@ func TestAReleasePassesOverTheReleasersOwnPlace(t *testing.T) {
 	require.False(t, q.m.Exists(key+":queue"), "both places are gone")
 
 	// A lock held by a place's token is released with that place.
-	r, err = q.node.releaseCounting(context.Background(), releaseKeys(key), tokenZ, testHandOver, other.member)
+	r, err = release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenZ, handOver: testHandOver, place: other.member})
 	require.NoError(t, err)
 	require.True(t, r.released)
 	require.False(t, q.m.Exists(key))

@@ -25,6 +25,7 @@ type Lease struct {
 	locker   *Locker
 	resource string
 	key      string
+	keys     []string // lockKeys(key)
 	token    string
 	fence    fencing.Token
 	granted  []string
@@ -66,10 +67,12 @@ type Lease struct {
 
 func newLease(l *Locker, resource, token string) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	key := l.Key(resource)
 	return &Lease{
 		locker:   l,
 		resource: resource,
-		key:      l.Key(resource),
+		key:      key,
+		keys:     lockKeys(key),
 		token:    token,
 		ctx:      ctx,
 		cancel:   cancel,
@@ -247,7 +250,7 @@ func (ls *Lease) setValidUntil(t time.Time) {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.key, ls.token, true, ls.place, true)
+	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.releaseArgs(), true, true)
 	hs := []*heard{h}
 	t, hs = ls.releaseAgain(ctx, t, hs)
 	if t.yes >= l.quorum {
@@ -325,9 +328,14 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 			return t, hs
 		case <-timer.C:
 		}
-		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.key, ls.token, true, ls.place, true)
+		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.releaseArgs(), true, true)
 		hs = append(hs, h)
 		t = tally{yes: t.yes + again.yes + again.no, no: t.no, errs: again.errs, silent: again.silent}
 	}
 	return t, hs
+}
+
+// releaseArgs is the lease's release call.
+func (ls *Lease) releaseArgs() releaseArgs {
+	return releaseArgs{keys: ls.keys, token: ls.token, place: ls.place}
 }

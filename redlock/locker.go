@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type Locker struct {
 	quorum   int
 	seedStep string // seedStep(cfg)
 	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
+	// durable holds, by node index, whether the node's server was last
+	// seen keeping its data through a restart (Uptime.Durable).
+	durable []atomic.Bool
 	// inbox is the key whose release channel carries the locks the nodes
 	// hand over to this Locker's waiters ("" when it has none: see
 	// newInbox).
@@ -31,7 +35,9 @@ type Locker struct {
 
 	mu     sync.Mutex
 	closed bool
-	leases map[*Lease]struct{}
+	// closing is closed by Close: it wakes the Acquire calls that wait.
+	closing chan struct{}
+	leases  map[*Lease]struct{}
 	// yields holds, per lock key this Locker released while others were
 	// waiting, until when its own next Acquire of that key stands back.
 	yields map[string]time.Time
@@ -67,11 +73,13 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	l := &Locker{
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
-		fair:     cfg.QueueTTL > 0 && canQueue(nodes),
+		fair:     cfg.QueueTTL > 0,
+		durable:  make([]atomic.Bool, len(nodes)),
 		inbox:    newInbox(cfg),
 		nodes:    append([]Node(nil), nodes...),
 		quorum:   len(nodes)/2 + 1,
 		leases:   make(map[*Lease]struct{}),
+		closing:  make(chan struct{}),
 		yields:   make(map[string]time.Time),
 		workers:  newWorkers(),
 	}
@@ -187,11 +195,16 @@ func (l *Locker) forget(ls *Lease) {
 	delete(l.leases, ls)
 }
 
-// Close releases every lease the Locker still holds, waits for its
-// background work to stop, and makes later acquisitions fail with ErrClosed.
+// Close releases every lease the Locker still holds, makes the Acquire
+// calls that wait return ErrClosed once they have left the nodes' wait
+// queues, waits for its background work to stop, and makes later
+// acquisitions fail with ErrClosed.
 // It does not close the nodes. Errors from releases are joined.
 func (l *Locker) Close() error {
 	l.mu.Lock()
+	if !l.closed {
+		close(l.closing)
+	}
 	l.closed = true
 	leases := make([]*Lease, 0, len(l.leases))
 	for ls := range l.leases {
@@ -233,8 +246,9 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 		return time.Time{}, err
 	}
 	start := time.Now()
-	t := l.yesNo(ctx, "renew", l.allIdxs(), false, func(ctx context.Context, n Node) (bool, error) {
-		return n.Renew(ctx, l.Key(resource), token, l.cfg.LeaseDuration)
+	keys := lockKeys(l.Key(resource))
+	t := l.yesNo(ctx, "renew", l.allIdxs(), false, func(ctx context.Context, i int) (bool, error) {
+		return renew(ctx, l.nodes[i], keys, token, l.cfg.LeaseDuration)
 	})
 	validUntil := start.Add(l.cfg.validity())
 	if err := l.verdict("renew", resource, t); err != nil {

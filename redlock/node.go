@@ -4,66 +4,74 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/e6344662/go-redlock/fencing"
 )
 
-// Node is one independent Redis server (or one Redis Cluster, or one
-// Sentinel-managed primary) taking part in the quorum.
+// Node is one independent Redis deployment taking part in the quorum: a
+// server, a Redis Cluster, or a Sentinel-managed primary. RedisNode is the
+// implementation; Dial builds them from URLs.
 //
-// Each call is a single attempt. A nil error with a negative answer means the
-// node refused; a non-nil error means the outcome on the node is unknown (the
-// command may still have been applied). Errors must never hold a lock token:
-// they reach logs and Observers. Keys are lock keys as built by the Locker
-// (KeyPrefix + "{" + resource + "}"); a node derives the fence key (key +
-// ":fence") and the release channel (key + ":released") from it.
-// Implementations must be safe for concurrent use.
+// The Node is only a transport: it runs the lock scripts of package
+// scripts, reports its server's uptime and carries release announcements.
+// Every rule of the protocol (the quorum, fencing, the rejoin rule, the
+// wait queue) is the Locker's, written once over these three methods, so a
+// Node wrapped by its user (metrics, tracing, fault injection: a struct that
+// embeds Node and overrides some methods) keeps every rule: the Locker sees
+// only what the wrapper forwards. Implementations must be safe for
+// concurrent use, and every call must return by its context's deadline or
+// soon after (the Locker counts a call that does not as failed).
 type Node interface {
 	// Addr names the node in errors and logs. It never contains a password.
 	Addr() string
-	// Acquire sets key to token (with the owner label) for ttl if key is free,
-	// and then increments the key's fence counter.
-	Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (Grant, error)
-	// Fence raises the key's fence counter to at least f, only if token holds
-	// key on this node; it reports whether token holds key.
-	Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error)
-	// Renew extends key to ttl if token holds it; it never re-creates an
-	// expired lock. It reports whether token held key.
-	Renew(ctx context.Context, key, token string, ttl time.Duration) (bool, error)
-	// Release deletes key if token holds it, and then announces the release
-	// to waiters (Notifier) if the node can. It reports whether token held
-	// key.
-	Release(ctx context.Context, key, token string) (bool, error)
-	// Inspect reads the state of key without changing it.
-	Inspect(ctx context.Context, key string) (LockInfo, error)
+	// Eval runs script on the node (EVALSHA, falling back to EVAL) with
+	// keys and args, and returns its reply as go-redis decodes it: int64
+	// for an integer, string for a bulk or status string, []any for an
+	// array. A server's error reply is an error with a RedisError method
+	// (redis.Error). Any error means the outcome on the node is unknown:
+	// the script may still have run.
+	Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error)
+	// Uptime reports since when the node's server has held its current
+	// data, for the rejoin rule (Config.RejoinDelay). An error means the
+	// state is unknown: the node is then not trusted to grant.
+	Uptime(ctx context.Context) (Uptime, error)
+	// Subscribe opens a subscription that calls onMessage with the lock key
+	// and the message of every announcement on a watched key's release
+	// channel (key + ":released"), and with an empty message when
+	// announcements of the key may have been missed (the subscription was
+	// cut and is back). onMessage must not block.
+	Subscribe(onMessage func(key, msg string)) Subscription
 }
 
-// Grant is a node's answer to an acquire.
-type Grant struct {
-	// OK reports whether the node granted the lock.
-	OK bool
-	// Counter is the node's fence counter after the grant (when OK).
-	Counter fencing.Token
-	// HolderTTL is the current holder's remaining time on this node (when not
-	// OK); negative when the lock key has no expiry.
-	HolderTTL time.Duration
-	// Reason says why the node refused when it was not because of a holder:
-	// RedisNode sets it when the lock is free but an earlier waiter is next
-	// in its wait queue. A node that cannot grant (a read-only replica, a
-	// node out of memory) fails with an error wrapping ErrReadOnly or
-	// ErrNodeFull instead, so that the Locker can tell it from a busy lock.
-	Reason string
+// Uptime is what a node knows of its server's data (Node.Uptime).
+type Uptime struct {
+	// Since is when the server (for a cluster: its latest started primary)
+	// started, on this process's clock; zero when the server does not say
+	// (a stand-in such as miniredis): the rejoin rule then does not apply.
+	Since time.Time
+	// BootMicros is the same instant in microseconds on the server's own
+	// clock; 0 when unknown.
+	BootMicros int64
+	// Durable reports appendonly yes with appendfsync always on every
+	// server: its data survives a restart and the rejoin rule does not
+	// apply.
+	Durable bool
+	// Conns counts the connections the node has opened so far: a grant
+	// made while it changed may come from a server that restarted.
+	Conns uint64
+}
 
-	// ticket is the caller's place in the lock's wait queue on this node
-	// (0: not queued); headLeft is how long the head's ticket has left
-	// (0: the caller is the head, or no queue).
-	ticket   int64
-	headLeft time.Duration
-	// left is what the lock had left when the caller's token already held
-	// it (a client-side retry); 0 for a new grant, which lasts the full
-	// lease duration. handed reports a refusal because the caller's place
-	// holds the lock (a hand-over, counted with Counter).
-	left   time.Duration
-	handed bool
+// Subscription is a Node's open subscription to release announcements.
+type Subscription interface {
+	// Watch starts announcing releases of key. A nil error means the key
+	// stays watched, across reconnections, until Unwatch.
+	Watch(ctx context.Context, key string) error
+	// Unwatch stops announcing releases of key.
+	Unwatch(ctx context.Context, key string) error
+	// Close ends the subscription and waits for its goroutines to stop.
+	// Closing it again returns nil.
+	Close() error
 }
 
 // LockInfo is the state of one resource on one node.

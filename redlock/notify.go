@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/e6344662/go-redlock/fencing"
 )
 
@@ -103,9 +101,7 @@ func (h *waitHub) join(key, id string) *waiter {
 		h.opened = true
 		h.subs = make([]*hubSub, len(h.l.nodes))
 		for i, n := range h.l.nodes {
-			if nt, ok := n.(Notifier); ok {
-				h.subs[i] = &hubSub{sub: nt.Subscribe(func(key, msg string) { h.notify(i, key, msg) }), watching: make(map[string]bool)}
-			}
+			h.subs[i] = &hubSub{sub: n.Subscribe(func(key, msg string) { h.notify(i, key, msg) }), watching: make(map[string]bool)}
 		}
 	}
 	if !slices.ContainsFunc(h.subs, func(s *hubSub) bool { return s != nil }) {
@@ -437,7 +433,7 @@ func (h *waitHub) close() error {
 	var errs []error
 	for _, s := range subs {
 		if s != nil {
-			if err := s.sub.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			if err := s.sub.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}

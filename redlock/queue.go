@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -131,26 +130,16 @@ func (l *Locker) inboxChannel() string {
 	return releaseChannel(l.inbox)
 }
 
-// handOver is what node needs to hand a lock it releases over to the head
-// of its wait queue: this Locker's rejoin delay, unless the rule does not
-// apply to the node (RejoinDelay negative, or a server known to keep its
-// data through a restart), and its seed step.
-func (l *Locker) handOver(node Node) handOver {
-	delay := "-1"
-	if d, ok := node.(interface{ knownDurable() bool }); l.cfg.RejoinDelay >= 0 && !(ok && d.knownDurable()) {
-		delay = strconv.FormatInt(l.cfg.RejoinDelay.Milliseconds(), 10)
+// handOver is what node i needs to hand a lock it releases over to the
+// head of its wait queue: this Locker's rejoin delay, unless the rule does
+// not apply to the node (RejoinDelay negative, or a server last seen to
+// keep its data through a restart), and its seed step.
+func (l *Locker) handOver(i int) handOver {
+	d := l.cfg.RejoinDelay
+	if l.durable[i].Load() {
+		d = -1
 	}
-	return handOver{delay: delay, step: l.seedStep}
-}
-
-// canQueue reports whether every node keeps a wait queue per lock.
-func canQueue(nodes []Node) bool {
-	for _, n := range nodes {
-		if _, ok := n.(rejoiner); !ok {
-			return false
-		}
-	}
-	return true
+	return handOver{delay: d, step: l.seedStep}
 }
 
 // leaveQueue takes p out of key's queue on the nodes idxs once the calls
@@ -169,10 +158,9 @@ func (l *Locker) leaveQueue(key string, p *place, idxs []int, give bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.NodeCallTimeout)
 		defer cancel()
 		var wg sync.WaitGroup
+		a := leaveArgs{keys: lockKeys(key), member: p.member, give: give}
 		for _, i := range idxs {
-			if r, ok := l.nodes[i].(rejoiner); ok {
-				wg.Go(func() { _ = r.leaveQueue(ctx, key, p.member, give) })
-			}
+			wg.Go(func() { _ = leave(ctx, l.nodes[i], a) })
 		}
 		wg.Wait()
 	}
@@ -195,7 +183,7 @@ type queueView struct {
 }
 
 // add notes one node's refusal.
-func (q *queueView) add(g Grant) {
+func (q *queueView) add(g grant) {
 	if g.ticket > 0 {
 		if q.lo == 0 || g.ticket < q.lo {
 			q.lo = g.ticket
@@ -249,9 +237,12 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout {
 		// Renew the handed-over locks for the full TTL: the validity then
 		// counts from the renewal's start, on the nodes that confirm, with
-		// the counters they say now.
+		// the counters they say now. Every node is asked (a rehold moves
+		// only a lock the place holds): a hand-over whose announcement is
+		// still on its way counts too, so a paused node among those
+		// announced does not hold the hand-off up.
 		start := time.Now()
-		held := l.rehold(opCtx, l.Key(resource), granted, p.token, p)
+		held := l.rehold(ctx, l.Key(resource), l.allIdxs(), p.token, p)
 		if len(held) < l.quorum {
 			return nil, tryNow
 		}
@@ -275,27 +266,32 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 
 // rehold sets key, held by token from on the nodes idxs, to p's own lock
 // value for the lease duration, and returns the nodes that did it with
-// their fence counters (within NodeCallTimeout).
+// their fence counters: as soon as a majority did, or when ctx ends, or
+// within NodeCallTimeout. ctx cancels no call: a call still running goes on
+// (recorded among p's calls, which its leaving waits for), and can only
+// move a lock that from still holds.
 func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string, p *place) map[int]fencing.Token {
+	type reheld struct {
+		c  fencing.Token
+		ok bool
+	}
 	value := p.token + " " + l.cfg.Owner
-	var mu sync.Mutex
-	held := make(map[int]fencing.Token, len(idxs))
-	l.yesNo(ctx, "rehold", idxs, false, func(ctx context.Context, n Node) (bool, error) {
-		r, ok := n.(rejoiner)
-		if !ok {
-			return false, nil
-		}
-		c, ok, err := r.rehold(ctx, key, from, value, l.cfg.LeaseDuration)
-		if ok {
-			mu.Lock()
-			held[slices.Index(l.nodes, n)] = c
-			mu.Unlock()
-		}
-		return ok, err
+	keys := lockKeys(key)
+	wg := new(sync.WaitGroup)
+	start := time.Now()
+	replies, deadline := fanout(l, context.WithoutCancel(ctx), "rehold", idxs, wg, func(ctx context.Context, i int) (reheld, error) {
+		c, ok, err := rehold(ctx, l.nodes[i], keys, from, value, l.cfg.LeaseDuration)
+		return reheld{c, ok}, err
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	return maps.Clone(held)
+	p.addCalls(startedCalls{at: start, wg: wg, over: deadline}, l.cfg.NodeCallTimeout)
+	held := make(map[int]fencing.Token, len(idxs))
+	gather(ctx, replies, deadline, len(idxs), func(r reply[reheld]) bool {
+		if r.err == nil && r.val.ok {
+			held[r.idx] = r.val.c
+		}
+		return len(held) >= l.quorum
+	})
+	return held
 }
 
 // handed returns the nodes that handed the lock over to p, as far as w

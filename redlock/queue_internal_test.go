@@ -31,9 +31,13 @@ func newQueueNodes(t *testing.T, n int, now time.Time) []queueNode {
 	return nodes
 }
 
-func (q queueNode) acquire(t *testing.T, key, token string, p *place) Grant {
+func (q queueNode) acquire(t *testing.T, key, token string, p *place) grant {
 	t.Helper()
-	g, err := q.node.acquireAbove(context.Background(), acquireKeys(key), token, "o", 10*time.Second, "", defaultSeedStep, p)
+	a := acquireArgs{keys: lockKeys(key), token: token, owner: "o", ttl: 10 * time.Second, step: "1000000"}
+	if p != nil {
+		a.queue = &queueArgs{member: p.member, ticket: p.ticketArg(), ttl: p.ttl}
+	}
+	g, err := acquire(context.Background(), q.node, a)
 	require.NoError(t, err)
 	return g
 }
@@ -82,7 +86,7 @@ func TestWaitersArrivingInDifferentOrdersConvergeOnOneHead(t *testing.T) {
 
 	// The holder leaves; x is refused on both (y is next), y is granted on both.
 	for _, q := range nodes {
-		ok, err := q.node.Release(context.Background(), key, tokenHolder)
+		ok, err := releaseFlag(q.node, key, tokenHolder)
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -111,7 +115,7 @@ func TestAPlaceLapsesAfterItsTTL(t *testing.T) {
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	require.EqualValues(t, 1, q.acquire(t, key, tokenX, dead).ticket)
 	require.EqualValues(t, 2, q.acquire(t, key, tokenY, live).ticket)
-	ok, err := q.node.Release(context.Background(), key, tokenHolder)
+	ok, err := releaseFlag(q.node, key, tokenHolder)
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -153,7 +157,7 @@ func TestManyLapsedPlacesDoNotHideTheHead(t *testing.T) {
 	later := &place{id: "0000000000000000", member: "0000000000000000", ttl: time.Hour}
 	require.EqualValues(t, 251, q.acquire(t, key, tokenY, head).ticket)
 	require.EqualValues(t, 252, q.acquire(t, key, tokenZ, later).ticket)
-	ok, err := q.node.Release(context.Background(), key, tokenHolder)
+	ok, err := releaseFlag(q.node, key, tokenHolder)
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -167,4 +171,10 @@ func TestManyLapsedPlacesDoNotHideTheHead(t *testing.T) {
 	n, err := q.m.ZMembers(qt)
 	require.NoError(t, err)
 	require.Len(t, n, 1)
+}
+
+// releaseFlag releases token's lock on node and reports whether it held it.
+func releaseFlag(node Node, key, token string) (bool, error) {
+	r, err := release(context.Background(), node, releaseArgs{keys: lockKeys(key), token: token})
+	return r.released, err
 }

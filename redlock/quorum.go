@@ -22,13 +22,13 @@ type reply[T any] struct {
 	err error
 }
 
-// fanout calls fn on the nodes with the given indexes, in parallel on the
+// fanout calls fn with each of the given node indexes, in parallel on the
 // Locker's workers, under one NodeCallTimeout deadline derived from ctx.
 // Replies arrive on the returned channel, which has room for all of them;
 // wg.Done runs after each call. The second channel closes when the deadline
 // passes or every call has finished (then every reply is in the channel).
 // Failed calls are reported to the Observer as op.
-func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(context.Context, Node) (T, error)) (<-chan reply[T], <-chan struct{}) {
+func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(ctx context.Context, i int) (T, error)) (<-chan reply[T], <-chan struct{}) {
 	out := make(chan reply[T], len(idxs))
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
 	if len(idxs) == 0 {
@@ -40,7 +40,7 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	wg.Add(len(idxs))
 	call := func(i int) {
 		defer wg.Done()
-		v, err := fn(cctx, l.nodes[i])
+		v, err := fn(cctx, i)
 		if err != nil {
 			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
 			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
@@ -120,7 +120,7 @@ func (t *tally) decided(quorum, n int) bool {
 // tallies the answers: all of them, or with early only until a majority
 // said yes (the other calls finish on the workers, bounded by
 // NodeCallTimeout). Either way it waits no longer than NodeCallTimeout.
-func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, fn func(context.Context, Node) (bool, error)) tally {
+func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, fn func(ctx context.Context, i int) (bool, error)) tally {
 	var wg sync.WaitGroup
 	var t tally
 	answered := make([]bool, len(l.nodes))
@@ -158,19 +158,11 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 }
 
 // releaseAll deletes key where token holds it, on every node (each
-// announces the release to waiters if it can). It waits for every answer
-// (within NodeCallTimeout), or with early only until a majority released
-// it. It returns the tally and what the nodes said of the announcement.
+// announces the release to waiters). It waits for every answer (within
+// NodeCallTimeout), or with early only until a majority released it. It
+// returns the tally and what the nodes said of the announcement.
 func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (tally, *heard) {
-	return l.releaseOn(ctx, l.allIdxs(), key, token, early, "", true)
-}
-
-// releaseCounter is a Node whose release also reports who heard the
-// announcement (RedisNode): the Locker stands back when others listened
-// (noteRelease), and wakes its own waiter at once when a node named it the
-// head of the wait queue.
-type releaseCounter interface {
-	releaseCounting(ctx context.Context, keys []string, token string, ho handOver, place string) (released, error)
+	return l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(key), token: token}, early, false)
 }
 
 // heard is what the nodes of one release said beyond yes or no: the most
@@ -191,31 +183,26 @@ func (h *heard) add(r released) {
 	}
 }
 
-// releaseOn is releaseAll on the nodes with the given indexes. The heard
-// it returns may still change when early returned before every node
-// answered; read it under its lock.
-//
-// place, when not empty, is the caller's place in the lock's wait queue
-// (a lease taken by a fair Acquire), which the nodes remove. With hand, a
-// node may hand the lock over to the head of its queue (docs/design.md
-// section 11.2); without (an attempt's clean-up), it only names the head.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, key, token string, early bool, place string, hand bool) (tally, *heard) {
+// releaseOn is releaseAll of a's lock on the nodes with the given indexes.
+// The heard it returns may still change when early returned before every
+// node answered; read it under its lock. a.place, when not empty, is the
+// caller's place in the lock's wait queue (a lease taken by a fair
+// Acquire), which the nodes remove. With hand, a node may hand the lock
+// over to the head of its queue (docs/design.md section 11.2); without (an
+// attempt's clean-up), it only names the head.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, early, hand bool) (tally, *heard) {
 	h := &heard{}
-	keys := releaseKeys(key)
-	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, n Node) (bool, error) {
-		rn, ok := n.(releaseCounter)
-		if !ok {
-			return n.Release(ctx, key, token)
-		}
-		var ho handOver
+	key := a.keys[0]
+	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, i int) (bool, error) {
+		a := a
 		if l.fair && hand {
-			ho = l.handOver(n)
+			a.handOver = l.handOver(i)
 		}
-		r, err := rn.releaseCounting(ctx, keys, token, ho, place)
+		r, err := release(ctx, l.nodes[i], a)
 		h.add(r)
 		if r.counter > 0 {
 			// A waiter of this Locker need not wait for the announcement.
-			l.hub.handOver(key, slices.Index(l.nodes, n), r.head, r.counter)
+			l.hub.handOver(key, i, r.head, r.counter)
 		}
 		return r.released, err
 	})

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -22,14 +24,14 @@ type lossyReleaseNode struct {
 	calls *atomic.Int32
 }
 
-func (n lossyReleaseNode) Release(ctx context.Context, key, token string) (bool, error) {
-	if n.calls.Add(1) > n.lost {
-		return n.Node.Release(ctx, key, token)
+func (n lossyReleaseNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if s != scripts.Release || n.calls.Add(1) > n.lost {
+		return n.Node.Eval(ctx, s, keys, args...)
 	}
 	if n.ran {
-		_, _ = n.Node.Release(ctx, key, token)
+		_, _ = n.Node.Eval(ctx, s, keys, args...)
 	}
-	return false, context.DeadlineExceeded
+	return nil, context.DeadlineExceeded
 }
 
 // TestReleaseCallsTheSilentNodesAgain: when fewer than a majority answer

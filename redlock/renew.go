@@ -106,8 +106,8 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 	n := len(l.nodes)
 	for {
 		start := time.Now()
-		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, node Node) (bool, error) {
-			return node.Renew(ctx, ls.key, ls.token, l.cfg.LeaseDuration)
+		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, i int) (bool, error) {
+			return renew(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration)
 		})
 		var votes tally
 		gather(ctx, replies, deadline, n, func(r reply[bool]) bool {

@@ -24,18 +24,18 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 	m := c.Server(0)
 	const key = "redlock:{res}"
 
-	g, err := node.Acquire(ctx, key, tokenA, "owner-a", time.Second)
+	g, err := redlock.NodeAcquire(ctx, node, key, tokenA, "owner-a", time.Second)
 	require.NoError(t, err)
 	require.True(t, g.OK)
 	first := g.Counter
 
 	// A retried acquire with the same token is answered again, not counted.
-	g, err = node.Acquire(ctx, key, tokenA, "owner-a", time.Second)
+	g, err = redlock.NodeAcquire(ctx, node, key, tokenA, "owner-a", time.Second)
 	require.NoError(t, err)
 	require.True(t, g.OK)
 	require.Equal(t, first, g.Counter)
 
-	g, err = node.Acquire(ctx, key, tokenB, "owner-b", time.Second)
+	g, err = redlock.NodeAcquire(ctx, node, key, tokenB, "owner-b", time.Second)
 	require.NoError(t, err)
 	require.False(t, g.OK)
 	require.Equal(t, time.Second, g.HolderTTL)
@@ -44,10 +44,10 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 		name string
 		op   func() (bool, error)
 	}{
-		{"renew with another token", func() (bool, error) { return node.Renew(ctx, key, tokenB, time.Hour) }},
-		{"release with another token", func() (bool, error) { return node.Release(ctx, key, tokenB) }},
-		{"fence with another token", func() (bool, error) { return node.Fence(ctx, key, tokenB, 1000) }},
-		{"token prefix is not the token", func() (bool, error) { return node.Release(ctx, key, tokenA[:31]) }},
+		{"renew with another token", func() (bool, error) { return redlock.NodeRenew(ctx, node, key, tokenB, time.Hour) }},
+		{"release with another token", func() (bool, error) { return redlock.NodeRelease(ctx, node, key, tokenB) }},
+		{"fence with another token", func() (bool, error) { return redlock.NodeFence(ctx, node, key, tokenB, 1000) }},
+		{"token prefix is not the token", func() (bool, error) { return redlock.NodeRelease(ctx, node, key, tokenA[:31]) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,32 +60,32 @@ func TestNodeScriptsTouchOnlyTheirOwnLock(t *testing.T) {
 		})
 	}
 
-	info, err := node.Inspect(ctx, key)
+	info, err := redlock.NodeInspect(ctx, node, key)
 	require.NoError(t, err)
 	require.Equal(t, redlock.LockInfo{Held: true, Token: tokenA, Owner: "owner-a", TTL: time.Second, Fence: first}, info)
 
 	raised := first + 40
-	ok, err := node.Fence(ctx, key, tokenA, raised)
+	ok, err := redlock.NodeFence(ctx, node, key, tokenA, raised)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, raised.String(), mustGet(t, c, key+":fence"))
-	ok, err = node.Fence(ctx, key, tokenA, 7) // never lowers the counter
+	ok, err = redlock.NodeFence(ctx, node, key, tokenA, 7) // never lowers the counter
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, raised.String(), mustGet(t, c, key+":fence"))
 
-	ok, err = node.Renew(ctx, key, tokenA, 5*time.Second)
+	ok, err = redlock.NodeRenew(ctx, node, key, tokenA, 5*time.Second)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, 5*time.Second, m.TTL(key))
 
-	ok, err = node.Release(ctx, key, tokenA)
+	ok, err = redlock.NodeRelease(ctx, node, key, tokenA)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.False(t, m.Exists(key))
 	require.Equal(t, raised.String(), mustGet(t, c, key+":fence"), "the fence counter outlives the lock")
 
-	info, err = node.Inspect(ctx, key)
+	info, err = redlock.NodeInspect(ctx, node, key)
 	require.NoError(t, err)
 	require.Equal(t, redlock.LockInfo{Fence: raised}, info)
 }
@@ -97,10 +97,10 @@ func TestRenewNeverRecreatesAnExpiredLock(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 1)
 	node := c.Nodes()[0]
 	const key = "redlock:{exp}"
-	_, err := node.Acquire(ctx, key, tokenA, "a", 100*time.Millisecond)
+	_, err := redlock.NodeAcquire(ctx, node, key, tokenA, "a", 100*time.Millisecond)
 	require.NoError(t, err)
 	c.FastForward(200 * time.Millisecond)
-	ok, err := node.Renew(ctx, key, tokenA, time.Hour)
+	ok, err := redlock.NodeRenew(ctx, node, key, tokenA, time.Hour)
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.False(t, c.Server(0).Exists(key))
@@ -122,18 +122,18 @@ func TestWrongTypeKeysGiveAClearErrorAndStayUntouched(t *testing.T) {
 	l := newLocker(t, c.Nodes(), redlock.Config{})
 
 	m.HSet("redlock:{hash}", "field", "value")
-	_, err := node.Acquire(ctx, "redlock:{hash}", tokenA, "a", time.Second)
+	_, err := redlock.NodeAcquire(ctx, node, "redlock:{hash}", tokenA, "a", time.Second)
 	require.ErrorIs(t, err, redlock.ErrWrongType)
 	require.Contains(t, err.Error(), "not a lock")
 	for _, op := range []func() (bool, error){
-		func() (bool, error) { return node.Renew(ctx, "redlock:{hash}", tokenA, time.Second) },
-		func() (bool, error) { return node.Release(ctx, "redlock:{hash}", tokenA) },
-		func() (bool, error) { return node.Fence(ctx, "redlock:{hash}", tokenA, 3) },
+		func() (bool, error) { return redlock.NodeRenew(ctx, node, "redlock:{hash}", tokenA, time.Second) },
+		func() (bool, error) { return redlock.NodeRelease(ctx, node, "redlock:{hash}", tokenA) },
+		func() (bool, error) { return redlock.NodeFence(ctx, node, "redlock:{hash}", tokenA, 3) },
 	} {
 		_, err := op()
 		require.ErrorIs(t, err, redlock.ErrWrongType)
 	}
-	_, err = node.Inspect(ctx, "redlock:{hash}")
+	_, err = redlock.NodeInspect(ctx, node, "redlock:{hash}")
 	require.ErrorIs(t, err, redlock.ErrWrongType)
 	require.Equal(t, "value", m.HGet("redlock:{hash}", "field"))
 
@@ -143,12 +143,12 @@ func TestWrongTypeKeysGiveAClearErrorAndStayUntouched(t *testing.T) {
 
 	// A fence key holding text, or a list, is not a counter.
 	require.NoError(t, m.Set("redlock:{text}:fence", "not-a-number"))
-	_, err = node.Acquire(ctx, "redlock:{text}", tokenA, "a", time.Second)
+	_, err = redlock.NodeAcquire(ctx, node, "redlock:{text}", tokenA, "a", time.Second)
 	require.ErrorIs(t, err, redlock.ErrWrongType)
 	require.False(t, m.Exists("redlock:{text}"), "no half-done acquisition")
 	_, err = m.Push("redlock:{list}:fence", "x")
 	require.NoError(t, err)
-	_, err = node.Acquire(ctx, "redlock:{list}", tokenA, "a", time.Second)
+	_, err = redlock.NodeAcquire(ctx, node, "redlock:{list}", tokenA, "a", time.Second)
 	require.ErrorIs(t, err, redlock.ErrWrongType)
 	require.False(t, m.Exists("redlock:{list}"))
 }
@@ -193,15 +193,15 @@ func TestNodeTTLIsRoundedUp(t *testing.T) {
 
 	node := c.Nodes()[0]
 	const key = "redlock:{round}"
-	g, err := node.Acquire(ctx, key, tokenA, "a", lease)
+	g, err := redlock.NodeAcquire(ctx, node, key, tokenA, "a", lease)
 	require.NoError(t, err)
 	require.True(t, g.OK)
 	require.Equal(t, 1501*time.Millisecond, m.TTL(key))
-	ok, err := node.Renew(ctx, key, tokenA, lease+time.Second)
+	ok, err := redlock.NodeRenew(ctx, node, key, tokenA, lease+time.Second)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, 2501*time.Millisecond, m.TTL(key))
-	ok, err = node.Renew(ctx, key, tokenA, time.Nanosecond)
+	ok, err = redlock.NodeRenew(ctx, node, key, tokenA, time.Nanosecond)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, time.Millisecond, m.TTL(key), "a nanosecond is a whole millisecond, not zero")

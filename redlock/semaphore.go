@@ -197,7 +197,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 		if ae.HolderTTL > 0 && ae.HolderTTL < wait {
 			wait = ae.HolderTTL
 		}
-		if await(ctx, w, wait) != nil {
+		if s.l.await(ctx, w, wait) != nil {
 			return nil, fmt.Errorf("redlock: semaphore %q: %w (last attempt: %v)", s.resource, ctx.Err(), err)
 		}
 	}

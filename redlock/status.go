@@ -69,9 +69,10 @@ func (l *Locker) Inspect(ctx context.Context, resource string) (*Status, error) 
 		rtt  time.Duration
 	}
 	var wg sync.WaitGroup
-	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, node Node) (inspected, error) {
+	keys := lockKeys(key)
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, i int) (inspected, error) {
 		start := time.Now()
-		info, err := node.Inspect(ctx, key)
+		info, err := inspect(ctx, l.nodes[i], keys)
 		return inspected{info, time.Since(start)}, err
 	})
 	answered := make([]bool, len(l.nodes))

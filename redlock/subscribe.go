@@ -10,35 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Notifier is an optional capability of a Node: it announces releases, so
-// that waiters retry as soon as a lock is released instead of waiting out
-// their backoff. RedisNode implements it with Redis pub/sub on the release
-// channel (key + ":released"). A Locker opens at most one Subscription per
-// node, shared by all its waiters, when it first has to wait.
-type Notifier interface {
-	// Subscribe opens a subscription that calls onRelease with the lock key
-	// and the release id (releaseID of the released token) of every release
-	// announced for a watched key, and with an empty id when announcements
-	// of the key may have been missed (the subscription was cut and is
-	// back): the Locker's waiter then tries once more. onRelease must not
-	// block.
-	Subscribe(onRelease func(key, id string)) Subscription
-}
-
-// Subscription is a Notifier's open subscription.
-type Subscription interface {
-	// Watch starts announcing releases of key. A nil error means the key
-	// stays watched, across reconnections, until Unwatch.
-	Watch(ctx context.Context, key string) error
-	// Unwatch stops announcing releases of key.
-	Unwatch(ctx context.Context, key string) error
-	// Close ends the subscription and waits for its goroutines to stop.
-	Close() error
-}
-
-var _ Notifier = (*RedisNode)(nil)
-
-// Subscribe implements Notifier with one pub/sub connection, which follows
+// Subscribe implements Node with one pub/sub connection, which follows
 // the node: it is re-established after any error, on a Sentinel group's
 // current primary or on any reachable primary of a cluster (where every
 // node hears every announcement), and every watched key is then reported
@@ -66,6 +38,7 @@ type redisSubscription struct {
 	ps       *redis.PubSub   // nil until the first connection
 	sentinel *redis.PubSub   // followPrimary's, if any
 	channels map[string]bool // the watched release channels
+	closed   bool
 }
 
 // followPrimary listens to the Sentinel group's sentinels, one at a time,
@@ -261,6 +234,11 @@ func (s *redisSubscription) Close() error {
 	s.cancel()
 	s.mu.Lock()
 	var err error
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
 	if s.ps != nil {
 		err = s.ps.Close() // ends a receive that ignores its context
 	}

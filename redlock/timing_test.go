@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -23,14 +24,14 @@ type slowNode struct {
 	acquire, fence time.Duration
 }
 
-func (n slowNode) Acquire(ctx context.Context, key, token, owner string, ttl time.Duration) (redlock.Grant, error) {
-	time.Sleep(n.acquire)
-	return n.Node.Acquire(ctx, key, token, owner, ttl)
-}
-
-func (n slowNode) Fence(ctx context.Context, key, token string, f fencing.Token) (bool, error) {
-	time.Sleep(n.fence)
-	return n.Node.Fence(ctx, key, token, f)
+func (n slowNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	switch s {
+	case scripts.Acquire:
+		time.Sleep(n.acquire)
+	case scripts.Fence:
+		time.Sleep(n.fence)
+	}
+	return n.Node.Eval(ctx, s, keys, args...)
 }
 
 func TestValidityIsMeasuredFromTheStartOfTheAttempt(t *testing.T) {

@@ -46,17 +46,17 @@ func TestNodeErrorsNeverHoldTheToken(t *testing.T) {
 	for _, resource := range []string{"r", "medium-name", "a-name-long-enough-to-push-the-token-out"} {
 		key := "redlock:{" + resource + "}"
 		node := c.Server(0).Node()
-		_, err := node.Acquire(ctx, key, token, "owner", time.Second)
+		_, err := redlock.NodeAcquire(ctx, node, key, token, "owner", time.Second)
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "unknown command")
 		requireNoToken(t, err.Error(), token)
-		_, err = node.Renew(ctx, key, token, time.Second)
+		_, err = redlock.NodeRenew(ctx, node, key, token, time.Second)
 		require.Error(t, err)
 		requireNoToken(t, err.Error(), token)
-		_, err = node.Release(ctx, key, token)
+		_, err = redlock.NodeRelease(ctx, node, key, token)
 		require.Error(t, err)
 		requireNoToken(t, err.Error(), token)
-		_, err = node.Fence(ctx, key, token, 12345)
+		_, err = redlock.NodeFence(ctx, node, key, token, 12345)
 		require.Error(t, err)
 		requireNoToken(t, err.Error(), token)
 	}

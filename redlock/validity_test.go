@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -19,9 +21,12 @@ type hangingRenewNode struct {
 	release <-chan struct{}
 }
 
-func (n hangingRenewNode) Renew(context.Context, string, string, time.Duration) (bool, error) {
+func (n hangingRenewNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if s != scripts.Renew {
+		return n.Node.Eval(ctx, s, keys, args...)
+	}
 	<-n.release
-	return false, context.Canceled
+	return nil, context.Canceled
 }
 
 // TestLeaseNeverAppearsHeldPastValidity: with one node whose renewal call

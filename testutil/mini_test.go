@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -117,7 +119,7 @@ func TestMiniFailAndHeal(t *testing.T) {
 	require.ErrorContains(t, cl.Set(ctx, "k", "v", 0).Err(), "LOADING")
 	require.NoError(t, c.Client(0).Ping(ctx).Err())
 
-	_, err = c.Nodes()[1].Inspect(ctx, "redlock:{res}")
+	_, err = c.Nodes()[1].Eval(ctx, scripts.Inspect, []string{"redlock:{res}", "redlock:{res}:fence"})
 	require.ErrorContains(t, err, "LOADING", "scripts fail too")
 
 	// The failure outlasts a restart, until Heal.
@@ -179,43 +181,47 @@ func TestMiniNodesRunTheLockScripts(t *testing.T) {
 	_, err := sub.Receive(ctx) // the subscription confirmation
 	require.NoError(t, err)
 
+	var first *redlock.Lease
 	for i, n := range nodes {
-		g, err := n.Acquire(ctx, key, "tok", "me", time.Second)
+		l := lockerOn(t, n, "me")
+		lease, err := l.TryAcquire(ctx, "res")
 		require.NoError(t, err)
-		require.True(t, g.OK)
 		// A new counter starts from the node's clock (in microseconds);
 		// an existing one counts on.
 		if i == 2 {
-			require.Equal(t, fencing.Token(101), g.Counter)
+			require.Equal(t, fencing.Token(101), lease.Fence())
 		} else {
-			require.Greater(t, g.Counter, fencing.Token(time.Now().Add(-time.Hour).UnixMicro()))
+			require.Greater(t, lease.Fence(), fencing.Token(time.Now().Add(-time.Hour).UnixMicro()))
 		}
-		want := g.Counter
+		if i == 0 {
+			first = lease
+		} else {
+			lease.Orphan()
+		}
 
 		// TYPE and PTTL inside Lua: the refusal reports the holder's TTL.
-		g, err = n.Acquire(ctx, key, "other", "you", time.Second)
-		require.NoError(t, err)
-		require.False(t, g.OK)
-		require.Equal(t, time.Second, g.HolderTTL)
+		_, err = lockerOn(t, n, "you").TryAcquire(ctx, "res")
+		var ae *redlock.AcquireError
+		require.ErrorAs(t, err, &ae)
+		require.InDelta(t, float64(time.Second), float64(ae.HolderTTL), float64(100*time.Millisecond))
 
-		info, err := n.Inspect(ctx, key)
+		st, err := l.Inspect(ctx, "res")
 		require.NoError(t, err)
+		info := st.Nodes[0].Info
 		require.True(t, info.Held)
-		require.Equal(t, "tok", info.Token)
+		require.Equal(t, lease.Token(), info.Token)
 		require.Equal(t, "me", info.Owner)
-		require.Equal(t, want, info.Fence)
+		require.Equal(t, lease.Fence(), info.Fence)
 	}
 
-	ok, err := nodes[0].Release(ctx, key, "tok")
-	require.NoError(t, err)
-	require.True(t, ok)
+	require.NoError(t, first.Release(ctx))
 	msg, err := sub.ReceiveMessage(ctx) // PUBLISH inside Lua reaches subscribers
 	require.NoError(t, err)
 	require.Equal(t, key+":released", msg.Channel)
 
 	c.Kill(1)
 	start := time.Now()
-	_, err = nodes[1].Acquire(ctx, key, "tok2", "me", time.Second)
+	_, err = lockerOn(t, nodes[1], "me").TryAcquire(ctx, "res")
 	require.Error(t, err)
 	require.Less(t, time.Since(start), time.Second, "a dead node must fail fast")
 }
@@ -251,4 +257,14 @@ func TestMiniFaultsAreConcurrencySafe(t *testing.T) {
 		require.NoError(t, c.Restart(i))
 		require.NoError(t, c.Client(i).Ping(ctx).Err())
 	}
+}
+
+// lockerOn returns a Locker over node alone, with the owner label owner and
+// a one-second lease.
+func lockerOn(t *testing.T, node redlock.Node, owner string) *redlock.Locker {
+	t.Helper()
+	l, err := redlock.New([]redlock.Node{node}, redlock.Config{LeaseDuration: time.Second, Owner: owner, RejoinDelay: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }

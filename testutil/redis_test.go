@@ -15,6 +15,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -145,7 +146,7 @@ func TestRedisPauseTimesOutAndResumeRecovers(t *testing.T) {
 	// A caller's context bounds it as well.
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	start = time.Now()
-	_, err = s.Node().Renew(short, "redlock:{res}", "tok", time.Second)
+	_, err = s.Node().Eval(short, scripts.Renew, []string{"redlock:{res}"}, "tok", 1000)
 	require.Error(t, err)
 	cancel()
 	require.Less(t, time.Since(start), 400*time.Millisecond)
@@ -192,24 +193,22 @@ func TestRedisNodesRunTheLockScripts(t *testing.T) {
 	const key = "redlock:{res}"
 	require.NoError(t, c.Server(2).Do(ctx, "SET", key+":fence", 100).Err())
 	for i, n := range c.Nodes() {
-		g, err := n.Acquire(ctx, key, "tok", "me", time.Second)
+		l := lockerOn(t, n, "me")
+		lease, err := l.TryAcquire(ctx, "res")
 		require.NoError(t, err)
-		require.True(t, g.OK)
 		if i == 2 {
-			require.EqualValues(t, 101, g.Counter)
+			require.EqualValues(t, 101, lease.Fence())
 		} else { // a new counter starts from the node's clock, in microseconds
-			require.Greater(t, g.Counter, fencing.Token(time.Now().Add(-time.Hour).UnixMicro()))
+			require.Greater(t, lease.Fence(), fencing.Token(time.Now().Add(-time.Hour).UnixMicro()))
 		}
-		g, err = n.Acquire(ctx, key, "other", "you", time.Second)
+		_, err = lockerOn(t, n, "you").TryAcquire(ctx, "res")
+		var ae *redlock.AcquireError
+		require.ErrorAs(t, err, &ae)
+		require.Greater(t, ae.HolderTTL, 900*time.Millisecond)
+		st, err := l.Inspect(ctx, "res")
 		require.NoError(t, err)
-		require.False(t, g.OK)
-		require.Greater(t, g.HolderTTL, 900*time.Millisecond)
-		info, err := n.Inspect(ctx, key)
-		require.NoError(t, err)
-		require.True(t, info.Held)
-		ok, err := n.Release(ctx, key, "tok")
-		require.NoError(t, err)
-		require.True(t, ok)
+		require.True(t, st.Nodes[0].Info.Held)
+		require.NoError(t, lease.Release(ctx))
 	}
 }
 

@@ -1,0 +1,198 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
+)
+
+// The protocol's node calls, written once over Node.Eval: each builds a
+// script's keys and arguments from plain values and decodes its reply
+// (replies.go). They know nothing of the Locker's bookkeeping, and they
+// work the same over any Node, wrapped or not. docs/design.md §3 and §4
+// describe the keys and scripts.
+
+func fenceKey(key string) string       { return key + ":fence" }
+func releaseChannel(key string) string { return key + ":released" }
+
+// queueKeys are the lock's wait queue: the waiters' tickets and their
+// expiry times (docs/design.md, section 11.1).
+func queueKeys(key string) (tickets, expiries string) { return key + ":queue", key + ":queue:exp" }
+
+// lockKeys are a lock's keys in the order every script takes them: lock,
+// fence, queue, queue expiries. Built once per lease and shared by its
+// calls.
+func lockKeys(key string) []string {
+	qt, qe := queueKeys(key)
+	return []string{key, fenceKey(key), qt, qe}
+}
+
+// nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
+// Locker computes the lease's validity from ttl, so the key must never live
+// shorter than ttl on the node.
+func nodeTTL(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// acquireArgs is one acquire call: a lock (keys: lockKeys) for token and
+// owner, for ttl. floor raises an existing fence counter below it ("" for
+// none: the rejoin rule's floor); step is the granularity, in µs, of a new
+// counter's start on the node's clock. queue, when set, makes the caller
+// wait its turn in the lock's wait queue.
+type acquireArgs struct {
+	keys         []string
+	token, owner string
+	ttl          time.Duration
+	floor, step  string
+	queue        *queueArgs
+}
+
+// queueArgs is a waiter's place as an acquire call carries it: what the
+// place holds on the nodes (member), its ticket (or, before it has one, its
+// arrival time negated, as a proposal) and how long a node keeps it.
+type queueArgs struct {
+	member string
+	ticket int64
+	ttl    time.Duration
+}
+
+// acquire runs the acquire script (docs/design.md §5, §11.1).
+func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
+	var reply any
+	var err error
+	if a.queue == nil {
+		reply, err = n.Eval(ctx, scripts.Acquire, a.keys, a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step)
+	} else {
+		q := a.queue
+		reply, err = n.Eval(ctx, scripts.Acquire, a.keys, a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, q.member, q.ticket, nodeTTL(q.ttl))
+	}
+	if err != nil {
+		return grant{}, scriptErr(err, a.token)
+	}
+	return parseGrant(reply)
+}
+
+// fence raises the fence counter of the lock keys to at least f where
+// token holds the lock; it reports whether token holds it.
+func fence(ctx context.Context, n Node, keys []string, token string, f fencing.Token) (bool, error) {
+	return evalFlag(ctx, n, scripts.Fence, keys[:2], token, f.String())
+}
+
+// renew extends token's lock to ttl; it never re-creates an expired lock.
+// It reports whether token held the lock.
+func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration) (bool, error) {
+	return evalFlag(ctx, n, scripts.Renew, keys[:1], token, nodeTTL(ttl))
+}
+
+// evalFlag runs a script that answers 0 or 1, with token its first
+// argument.
+func evalFlag(ctx context.Context, n Node, s *redis.Script, keys []string, token string, arg any) (bool, error) {
+	reply, err := n.Eval(ctx, s, keys, token, arg)
+	if err != nil {
+		return false, scriptErr(err, token)
+	}
+	switch reply {
+	case int64(0):
+		return false, nil
+	case int64(1):
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: %s", errBadReply, describeReply(reply))
+}
+
+// releaseArgs is one release call: token's lock (keys: lockKeys). handOver,
+// when set, lets the node hand the lock over to the head of its wait queue
+// (docs/design.md §11.2); place, when not empty, is the caller's own place,
+// which the node removes whether or not token held the lock.
+type releaseArgs struct {
+	keys     []string
+	token    string
+	handOver handOver // zero: no hand-over
+	place    string
+}
+
+// handOver is what a node needs to hand a released lock over to the head
+// of its wait queue (scripts/queue.lua, q_give): the rejoin delay to apply
+// to a new holder (negative when the rule does not apply to the node) and
+// the seed step of a new fence counter.
+type handOver struct {
+	delay time.Duration
+	step  string
+}
+
+// released is one node's answer to a release: whether the token held the
+// lock, how many subscribers (waiters, in any process) heard the
+// announcement, the head of the lock's wait queue it named ("" for none)
+// and, when the lock was handed over to the head, the fence counter that
+// counted it.
+type released struct {
+	released  bool
+	listeners int
+	head      string
+	counter   fencing.Token
+}
+
+// release deletes token's lock (or hands it over) and announces it on the
+// lock's release channel (releaseID).
+func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
+	delay, step := "", ""
+	if h := a.handOver; h.step != "" {
+		delay, step = "-1", h.step
+		if h.delay >= 0 {
+			delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
+		}
+	}
+	keys := [4]string{a.keys[0], a.keys[2], a.keys[3], a.keys[1]} // lock, queue, queue expiries, fence
+	reply, err := n.Eval(ctx, scripts.Release, keys[:], a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place)
+	if err != nil {
+		return released{}, scriptErr(err, a.token)
+	}
+	return parseReleased(reply)
+}
+
+// leaveArgs takes a place out of a lock's wait queue (keys: lockKeys).
+// With give, a node that had handed the lock over to the place gives it
+// up; where the place was the head of a free lock, or gave it up, the node
+// announces the next head.
+type leaveArgs struct {
+	keys   []string
+	member string
+	give   bool
+}
+
+// leave runs the leave script.
+func leave(ctx context.Context, n Node, a leaveArgs) error {
+	g := ""
+	if a.give {
+		g = "give"
+	}
+	keys := [3]string{a.keys[0], a.keys[2], a.keys[3]} // lock, queue, queue expiries
+	_, err := n.Eval(ctx, scripts.Leave, keys[:], a.member, releaseChannel(a.keys[0]), leaveMark+releaseID(a.member), g)
+	return scriptErr(err, "")
+}
+
+// rehold sets the lock, held by token from, to value for ttl, and returns
+// the fence counter; ok is false when from does not hold it.
+func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl time.Duration) (c fencing.Token, ok bool, err error) {
+	reply, err := n.Eval(ctx, scripts.Rehold, keys[:2], from, value, nodeTTL(ttl))
+	if err != nil {
+		return 0, false, scriptErr(err, from)
+	}
+	return parseRehold(reply)
+}
+
+// inspect reads the state of the lock without changing it.
+func inspect(ctx context.Context, n Node, keys []string) (LockInfo, error) {
+	k := [3]string{keys[0], keys[1], keys[3]} // lock, fence, queue expiries
+	reply, err := n.Eval(ctx, scripts.Inspect, k[:])
+	if err != nil {
+		return LockInfo{}, scriptErr(err, "")
+	}
+	return parseInspect(reply)
+}

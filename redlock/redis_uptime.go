@@ -1,0 +1,197 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// upState is what a RedisNode learned of its server's data: since when it
+// has held it (on this process's monotonic clock) and whether it survives a
+// restart.
+type upState struct {
+	// checked is false for a server that does not report its uptime (a
+	// stand-in): the rejoin rule does not apply to it.
+	checked bool
+	// err is why the state is unknown (the node is then not yet safe).
+	err error
+	// since is when the server started, as learned from its uptime (whole
+	// seconds, rounded so that it is never earlier than the real start).
+	since time.Time
+	// durable reports appendonly yes with appendfsync always.
+	durable bool
+	// bootUS is when the server (the latest started primary of a cluster)
+	// started, in microseconds on its own clock; 0 if unknown.
+	bootUS int64
+	// dials is the dial count when the state was learned.
+	dials uint64
+}
+
+// rejoinState is a RedisNode's knowledge of its server's uptime.
+type rejoinState struct {
+	dials atomic.Uint64
+	stale atomic.Bool
+	mu    sync.Mutex // one refresh at a time
+	last  atomic.Pointer[upState]
+	// configRefused is set once CONFIG GET was refused (ACL).
+	configRefused atomic.Bool
+}
+
+// dialHook counts the connections a client opens.
+type dialHook struct{ n *atomic.Uint64 }
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			h.n.Add(1)
+		}
+		return c, err
+	}
+}
+func (h dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// watchDials makes the node count the connections its client opens.
+func (n *RedisNode) watchDials() {
+	h := dialHook{&n.rejoin.dials}
+	switch c := n.client.(type) {
+	case *redis.Client:
+		c.AddHook(h)
+	case *redis.ClusterClient:
+		c.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+	}
+}
+
+// fresh returns the state last learned, if no connection was opened and
+// nothing went wrong since.
+func (r *rejoinState) fresh() (upState, bool) {
+	st := r.last.Load()
+	if st == nil || st.err != nil || st.dials != r.dials.Load() || r.stale.Load() {
+		return upState{}, false
+	}
+	return *st, true
+}
+
+// Uptime implements Node: INFO server (on every primary of a cluster) and
+// CONFIG GET append*, learned once and again after the node opened a
+// connection or a call failed. A server that does not implement INFO server
+// (a stand-in) reports a zero Since; an ACL that refuses INFO is an error.
+func (n *RedisNode) Uptime(ctx context.Context) (Uptime, error) {
+	st := n.upState(ctx)
+	if !st.checked {
+		return Uptime{Conns: st.dials}, nil
+	}
+	if st.err != nil {
+		return Uptime{}, st.err
+	}
+	return Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials}, nil
+}
+
+func (n *RedisNode) upState(ctx context.Context) upState {
+	r := &n.rejoin
+	if st, ok := r.fresh(); ok {
+		return st
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.fresh(); ok {
+		return st // learned by another caller meanwhile
+	}
+	r.stale.Store(false)
+	st := upState{checked: true, dials: r.dials.Load()}
+	servers := []redis.Cmdable{n.client}
+	if cc, ok := n.client.(*redis.ClusterClient); ok {
+		servers = nil
+		var mu sync.Mutex
+		_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			servers = append(servers, m)
+			mu.Unlock()
+			return nil
+		})
+		if len(servers) == 0 {
+			st.err = errors.New("no cluster primary answered")
+		}
+	}
+	st.durable = len(servers) > 0
+	answered := 0
+	var failed error
+	for _, c := range servers {
+		since, bootUS, durable, checked, err := learnUptime(ctx, c, &r.configRefused)
+		switch {
+		case err != nil && !isAuthError(err):
+			failed = err // a primary down or loading cannot grant anyway
+			continue
+		case err != nil:
+			st.err = err
+		case !checked:
+			st.checked = false
+		}
+		answered++
+		if since.After(st.since) {
+			st.since = since
+		}
+		st.bootUS = max(st.bootUS, bootUS)
+		st.durable = st.durable && durable
+	}
+	if answered == 0 && st.err == nil {
+		st.err = failed
+	}
+	r.last.Store(&st)
+	return st
+}
+
+// appendAlways reports whether the server has appendonly yes and
+// appendfsync always (CONFIG GET). A server that does not let us read its
+// configuration (an ACL without +config|get) counts as not durable; Redis
+// records the refusal in ACL LOG.
+// A node asks once: after a refusal it no longer asks (refused).
+func appendAlways(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) bool {
+	if refused.Load() {
+		return false
+	}
+	conf, err := c.ConfigGet(ctx, "append*").Result()
+	if isAuthError(err) {
+		refused.Store(true)
+	}
+	return err == nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always"
+}
+
+// learnUptime reads one server's uptime (INFO server) and persistence
+// (CONFIG GET append*, which an ACL may refuse: the server then counts as
+// not durable). checked is false when the server does not implement INFO
+// server.
+func learnUptime(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (since time.Time, bootUS int64, durable, checked bool, err error) {
+	info, err := c.Info(ctx, "server").Result()
+	answered := time.Now()
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !isAuthError(err) && !strings.HasPrefix(rerr.Error(), "LOADING") {
+		return time.Time{}, 0, false, false, nil
+	}
+	if err != nil {
+		return time.Time{}, 0, false, true, err
+	}
+	up, perr := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
+	if perr != nil || up < 0 {
+		return time.Time{}, 0, false, false, nil
+	}
+	if now, err := strconv.ParseInt(infoField(info, "server_time_usec"), 10, 64); err == nil {
+		bootUS = now - up*1e6 // rounded up to the second with uptime: not earlier than the start
+	}
+	// uptime_in_seconds is whole seconds, rounded down, read before the
+	// answer came back: the server started at the latest up seconds before
+	// the answer, which is what the delay is counted from.
+	since = answered.Add(-time.Duration(up) * time.Second)
+	durable = appendAlways(ctx, c, refused)
+	return since, bootUS, durable, true, nil
+}

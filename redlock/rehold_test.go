@@ -1,0 +1,125 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// reholdGate is a node that tells when a rehold call begins (started) and,
+// with hang, holds every rehold call until hang closes, ignoring its
+// context: a server paused just as the lock was handed over.
+type reholdGate struct {
+	redlock.Node
+	started chan<- struct{}
+	hang    <-chan struct{}
+}
+
+func (n reholdGate) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if s == scripts.Rehold {
+		select {
+		case n.started <- struct{}{}:
+		default:
+		}
+		if n.hang != nil {
+			<-n.hang
+			return nil, context.Canceled
+		}
+	}
+	return n.Node.Eval(ctx, s, keys, args...)
+}
+
+// reholdLease is the lease of the hand-over tests below: long enough for a
+// loaded machine, short enough that a waiter renews a lock handed over to
+// it (rehold) after waiting about two seconds.
+const reholdLease = 3 * time.Second
+
+// handedOverLate sets up a waiter that waits long enough for a lock handed
+// over to it to need renewing under its place's token: a holder takes the
+// lock, the waiter (over nodes whose rehold calls hang when hung[i]) starts
+// waiting with ctx, and the holder releases once the waiter has waited two
+// seconds. It returns the waiter's Locker, the channel its Acquire's
+// outcome arrives on, and a channel that gets a value when a rehold begins.
+func handedOverLate(t *testing.T, ctx context.Context, hung []bool) (*redlock.Locker, <-chan error, <-chan struct{}) {
+	c := testutil.NewMiniCluster(t, 3)
+	cfg := redlock.Config{LeaseDuration: reholdLease}
+	holder := newLocker(t, c.Nodes(), cfg)
+	lease, err := holder.Acquire(testutil.Context(t), "late")
+	require.NoError(t, err)
+
+	started := make(chan struct{}, 1)
+	hang := make(chan struct{})
+	nodes := c.Nodes()
+	for i := range nodes {
+		g := reholdGate{Node: nodes[i], started: started}
+		if hung[i] {
+			g.hang = hang
+		}
+		nodes[i] = g
+	}
+	waiter := newLocker(t, nodes, cfg)
+	t.Cleanup(func() { close(hang) }) // before the Lockers close
+	out := make(chan error, 1)
+	go func() {
+		ls, err := waiter.Acquire(ctx, "late")
+		if err == nil {
+			err = ls.Release(context.Background())
+		}
+		out <- err
+	}()
+	time.Sleep(2 * time.Second) // the waiter waits
+	require.NoError(t, lease.Release(testutil.Context(t)))
+	return waiter, out, started
+}
+
+// TestAHandOverIsTakenOnceAMajorityReheldIt: a lock handed over to a waiter
+// that waited long is renewed under its place's token before it is used;
+// the waiter takes it as soon as a majority confirmed, not after a paused
+// node's NodeCallTimeout.
+func TestAHandOverIsTakenOnceAMajorityReheldIt(t *testing.T) {
+	waiter, out, started := handedOverLate(t, testutil.Context(t), []bool{true, false, false})
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hand-over was not renewed under the place's token")
+	}
+	begun := time.Now()
+	select {
+	case err := <-out:
+		require.NoError(t, err)
+		require.Less(t, time.Since(begun), waiter.Config().NodeCallTimeout/2, "the hand-off waited for the paused node")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter never took the lock")
+	}
+}
+
+// TestAcquireEndsWithItsContextDuringARehold: a waiter whose context ends
+// while a majority of its rehold calls hang returns at once, not after
+// NodeCallTimeout.
+func TestAcquireEndsWithItsContextDuringARehold(t *testing.T) {
+	ctx, cancel := context.WithCancel(testutil.Context(t))
+	defer cancel()
+	waiter, out, started := handedOverLate(t, ctx, []bool{true, true, false})
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hand-over was not renewed under the place's token")
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	begun := time.Now()
+	select {
+	case err := <-out:
+		require.ErrorIs(t, err, context.Canceled)
+		require.Less(t, time.Since(begun), waiter.Config().NodeCallTimeout/2, "Acquire outlived its context")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire did not return")
+	}
+}

@@ -1,0 +1,325 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/internal/redact"
+)
+
+// Replies and errors of the node calls (calls.go): each script's reply
+// decoded into plain values, and a node's error cleaned of lock tokens and
+// marked with the sentinel of the server's error reply.
+
+// grant is a node's answer to an acquire.
+type grant struct {
+	// OK reports whether the node granted the lock.
+	OK bool
+	// Counter is the node's fence counter after the grant (when OK).
+	Counter fencing.Token
+	// HolderTTL is the current holder's remaining time on this node (when not
+	// OK); negative when the lock key has no expiry.
+	HolderTTL time.Duration
+	// Reason says why the node refused when it was not because of a holder:
+	// RedisNode sets it when the lock is free but an earlier waiter is next
+	// in its wait queue. A node that cannot grant (a read-only replica, a
+	// node out of memory) fails with an error wrapping ErrReadOnly or
+	// ErrNodeFull instead, so that the Locker can tell it from a busy lock.
+	Reason string
+
+	// ticket is the caller's place in the lock's wait queue on this node
+	// (0: not queued); headLeft is how long the head's ticket has left
+	// (0: the caller is the head, or no queue).
+	ticket   int64
+	headLeft time.Duration
+	// left is what the lock had left when the caller's token already held
+	// it (a client-side retry); 0 for a new grant, which lasts the full
+	// lease duration. handed reports a refusal because the caller's place
+	// holds the lock (a hand-over, counted with Counter).
+	left   time.Duration
+	handed bool
+}
+
+// parseGrant decodes the acquire script's reply {1, counter} (the counter a
+// decimal string, exact at any size), {1, counter, pttl} when the caller's
+// token already held the lock, {2, counter, pttl} when the caller's place
+// did (a hand-over), {0, pttl}, or {0, pttl, ticket, ms} from a lock with a
+// wait queue.
+func parseGrant(reply any) (grant, error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) < 2 || len(vals) > 4 {
+		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	}
+	flag, ok := vals[0].(int64)
+	if !ok {
+		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	}
+	switch v := vals[1].(type) {
+	case string:
+		if flag != 1 && flag != 2 || len(vals) == 4 || flag == 2 && len(vals) != 3 {
+			break
+		}
+		c, err := fencing.ParseToken(v)
+		if err != nil {
+			return grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
+		}
+		g := grant{OK: flag == 1, Counter: c, handed: flag == 2}
+		if len(vals) == 3 {
+			// The token already held the lock: the validity counts from
+			// what it has left, at least a millisecond (PX rounds up).
+			ms, ok := vals[2].(int64)
+			if !ok || ms < 1 {
+				break
+			}
+			g.left = time.Duration(ms) * time.Millisecond
+		}
+		return g, nil
+	case int64:
+		if flag != 0 || v < -2 || len(vals) == 3 {
+			break
+		}
+		g := grant{HolderTTL: pttl(v)}
+		if len(vals) == 2 {
+			return g, nil
+		}
+		ticket, ok1 := vals[2].(int64)
+		left, ok2 := vals[3].(int64)
+		if !ok1 || !ok2 || ticket < 0 || left < 0 {
+			break
+		}
+		g.ticket, g.headLeft = ticket, time.Duration(left)*time.Millisecond
+		if v == 0 {
+			g.Reason = queuedReason
+		}
+		return g, nil
+	}
+	return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+}
+
+// describeReply names a reply's shape for an error without quoting it: a
+// reply can hold a holder's token.
+func describeReply(reply any) string {
+	if vals, ok := reply.([]any); ok {
+		kinds := make([]string, len(vals))
+		for i, v := range vals {
+			kinds[i] = fmt.Sprintf("%T", v)
+		}
+		return "[" + strings.Join(kinds, " ") + "]"
+	}
+	return fmt.Sprintf("%T", reply)
+}
+
+// pttl converts a PTTL reply: -1 (no expiry) becomes a negative duration,
+// -2 (no key) becomes zero.
+func pttl(ms int64) time.Duration {
+	switch {
+	case ms >= 0:
+		return time.Duration(ms) * time.Millisecond
+	case ms == -1:
+		return -1
+	}
+	return 0
+}
+
+// replyKinds maps the prefixes of server error replies to the sentinels
+// their node errors wrap.
+var replyKinds = []struct {
+	prefix string
+	kind   error
+}{
+	{"WRONGTYPE", ErrWrongType},
+	{"READONLY", ErrReadOnly},
+	{"OOM", ErrNodeFull},
+	{"FENCEEXHAUSTED", ErrFenceExhausted},
+}
+
+// scriptErr is the error of a failed node call made with token ("" for
+// none); nil for nil. A server's error reply is marked with its
+// sentinel (replyKinds), and the text is cleaned of lock tokens
+// (cleanText): a server quotes the arguments of a command it does not know
+// ("unknown command 'EVALSHA', with args beginning with: ..." from a
+// renamed EVALSHA, or from a Sentinel port given as a node), and the token
+// is one of them. A cleaned error keeps what callers test with errors.Is
+// and errors.As (the sentinel, a server reply's redis.Error, a context's
+// error) but not the original error, whose text still holds the token.
+func scriptErr(err error, token string) error {
+	if err == nil {
+		return nil
+	}
+	var kind error
+	var rerr serverError
+	reply := errors.As(err, &rerr)
+	if reply {
+		for _, k := range replyKinds {
+			if strings.HasPrefix(rerr.Error(), k.prefix) {
+				kind = k.kind
+				break
+			}
+		}
+	}
+	msg := err.Error()
+	clean := cleanText(msg, token)
+	if clean == msg {
+		if kind != nil {
+			return fmt.Errorf("%w: %w", kind, err)
+		}
+		return err
+	}
+	ce := &cleanError{msg: clean}
+	if kind != nil {
+		ce.msg = kind.Error() + ": " + clean
+		ce.wrapped = append(ce.wrapped, kind)
+	}
+	for _, e := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, e) {
+			ce.wrapped = append(ce.wrapped, e)
+		}
+	}
+	if reply {
+		return &cleanReply{*ce}
+	}
+	return ce
+}
+
+// cleanText removes lock tokens from a server's message: every run of 32
+// or more hex digits is cut to its first few (redact.String), and so is
+// any part of token longer than those few, for a server cuts a quoted
+// argument list short (Redis at 128 bytes), possibly inside the token.
+func cleanText(msg, token string) string {
+	msg = redact.String(msg)
+	for k := len(token) - 1; k > redact.TokenPrefixLen; k-- {
+		if strings.Contains(msg, token[:k]) {
+			msg = strings.ReplaceAll(msg, token[:k], redact.TokenPrefix(token)+"...")
+		}
+	}
+	return msg
+}
+
+// cleanError is an error whose text was cleaned of lock tokens. It wraps
+// the sentinels of the original, not the original itself.
+type cleanError struct {
+	msg     string
+	wrapped []error
+}
+
+func (e *cleanError) Error() string   { return e.msg }
+func (e *cleanError) Unwrap() []error { return e.wrapped }
+
+// cleanReply is a cleanError for a server's error reply: it is a
+// redis.Error, as the original was.
+type cleanReply struct{ cleanError }
+
+// RedisError marks the error as a server's reply (redis.Error).
+func (*cleanReply) RedisError() {}
+
+// parseReleased decodes the release script's reply: 0 when the token did
+// not hold the lock, else 1 + the subscribers reached; {that, head} when
+// it named the head of the wait queue; {that, head, counter} when it
+// handed the lock over to the head.
+func parseReleased(reply any) (released, error) {
+	var err error
+	v, ok := reply.(int64)
+	var r released
+	if vals, isArray := reply.([]any); isArray && (len(vals) == 2 || len(vals) == 3) {
+		v, ok = vals[0].(int64)
+		r.head, _ = vals[1].(string)
+		ok = ok && r.head != "" && v > 0
+		if len(vals) == 3 {
+			c, _ := vals[2].(string)
+			r.counter, err = fencing.ParseToken(c)
+			ok = ok && err == nil
+		}
+	}
+	if !ok || v < 0 {
+		return released{}, fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
+	}
+	r.released, r.listeners = v > 0, int(max(v-1, 0))
+	return r, nil
+}
+
+// parseRehold decodes the rehold script's reply: {1, counter} when done,
+// {0} when the holding token does not hold the lock.
+func parseRehold(reply any) (c fencing.Token, ok bool, err error) {
+	vals, _ := reply.([]any)
+	if len(vals) == 1 && vals[0] == int64(0) {
+		return 0, false, nil
+	}
+	if len(vals) == 2 && vals[0] == int64(1) {
+		if s, isStr := vals[1].(string); isStr {
+			if c, err := fencing.ParseToken(s); err == nil {
+				return c, true, nil
+			}
+		}
+	}
+	return 0, false, fmt.Errorf("%w: rehold reply %s", errBadReply, describeReply(reply))
+}
+
+// parseInspect decodes the inspect script's reply {type, value, pttl,
+// fence} or {type, value, pttl, fence, waiters}.
+func parseInspect(reply any) (LockInfo, error) {
+	vals, ok := reply.([]any)
+	if !ok || (len(vals) != 4 && len(vals) != 5) {
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+	}
+	waiters := int64(0)
+	if len(vals) == 5 {
+		w, ok := vals[4].(int64)
+		if !ok || w < 0 {
+			return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+		}
+		waiters = w
+	}
+	kind, _ := vals[0].(string)
+	ms, okTTL := vals[2].(int64)
+	if !okTTL {
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
+	}
+	info := LockInfo{Waiters: int(waiters)}
+	if f, ok := vals[3].(string); ok {
+		c, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || strconv.FormatUint(c, 10) != f {
+			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(f))
+		}
+		info.Fence = fencing.Token(c)
+	}
+	switch kind {
+	case "none":
+		return info, nil
+	case "string":
+	default:
+		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, kind)
+	}
+	value, _ := vals[1].(string)
+	info.Held = true
+	info.TTL = pttl(ms)
+	info.Token, info.Owner, _ = strings.Cut(value, " ")
+	return info, nil
+}
+
+// serverError is a server's error reply, as go-redis reports it
+// (redis.Error has the same methods).
+type serverError interface {
+	error
+	RedisError()
+}
+
+// isAuthError reports whether err is the server refusing our credentials or
+// permissions: retrying will not help.
+func isAuthError(err error) bool {
+	var rerr serverError
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
