@@ -240,7 +240,11 @@ func (s *redisSubscription) Close() error {
 	}
 	s.closed = true
 	if s.ps != nil {
-		err = s.ps.Close() // ends a receive that ignores its context
+		// Ends a receive that ignores its context. A connection that a
+		// failover or a failed Watch cut is closed already.
+		if err = s.ps.Close(); errors.Is(err, redis.ErrClosed) {
+			err = nil
+		}
 	}
 	if s.sentinel != nil {
 		_ = s.sentinel.Close()
