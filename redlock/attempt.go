@@ -4,181 +4,239 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
 )
 
-// attempt makes one acquisition attempt (docs/design.md §5, §6, §7); with
-// a place, the caller queues on the nodes where it is not granted (§11.1).
-func (l *Locker) attempt(ctx context.Context, resource string, p *place) (*Lease, error) {
+// The plain Redlock path: one attempt fans the acquire out to every node,
+// tallies the answers until a majority decides, confirms the fencing token
+// and makes the lease (docs/design.md §5, §6, §7). How an Acquire waits
+// between attempts, and what its wait queue adds to an attempt, is its
+// waiting's business (wait.go): the attempt only calls its hooks.
+
+// outcome is what one attempt heard from the nodes: who granted (with
+// their fence counters), who refused and why, who failed or stayed silent,
+// and what the refusals said of the wait queue. err is the attempt's
+// report, the error Acquire returns when it gives up.
+type outcome struct {
+	start                     time.Time
+	granted, answered, unsure []int
+	// handed lists the nodes whose lock is held by the caller's place (a
+	// hand-over the caller had not heard of); counters holds the fence
+	// counters of the granted and handed nodes, by node index.
+	handed   []int
+	counters []fencing.Token
+	// left is the least time left of a lock the attempt's token already
+	// held (a client-side retry of a call that was applied); 0 for none.
+	left time.Duration
+	// silent counts the nodes that had not answered when the attempt was
+	// decided; rejoining the refusals of nodes within their rejoin delay.
+	silent, rejoining int
+	// others counts the refusals that were not hand-overs to the caller.
+	others int
+	queue  queueView
+	err    AcquireError
+}
+
+// newOutcome returns an empty outcome for n nodes, its index slices
+// sharing one backing array.
+func newOutcome(resource string, needed, n int) *outcome {
+	idx := make([]int, 3*n)
+	o := &outcome{start: time.Now(), counters: make([]fencing.Token, n)}
+	o.granted, o.answered, o.unsure = idx[0:0:n], idx[n:n:2*n], idx[2*n:2*n]
+	o.err = AcquireError{Resource: resource, Needed: needed, Total: n}
+	return o
+}
+
+// note records one node's answer, without reporting it: for answers that
+// arrive after the verdict.
+func (o *outcome) note(r reply[grant]) {
+	o.answered = append(o.answered, r.idx)
+	switch {
+	case r.err != nil:
+		o.unsure = append(o.unsure, r.idx)
+	case r.val.OK:
+		o.granted = append(o.granted, r.idx)
+		o.counters[r.idx] = r.val.Counter
+		if r.val.left > 0 && (o.left == 0 || r.val.left < o.left) {
+			o.left = r.val.left
+		}
+	case r.val.handed:
+		o.handed = append(o.handed, r.idx)
+		o.counters[r.idx] = r.val.Counter
+	}
+}
+
+// add records one node's answer in the outcome and its report, and tells
+// whether the attempt is decided: a majority granted, or so many did not
+// that no majority can.
+func (o *outcome) add(l *Locker, r reply[grant]) bool {
+	o.note(r)
+	switch {
+	case r.err != nil:
+		o.err.NodeErrors = append(o.err.NodeErrors, r.err)
+	case !r.val.OK:
+		reason := r.val.Reason
+		if r.val.handed {
+			reason = handedReason
+		}
+		refusal := l.nodes[r.idx].Addr()
+		if reason != "" {
+			refusal += " (" + reason + ")"
+		}
+		o.err.Refused = append(o.err.Refused, refusal)
+		if !r.val.handed {
+			o.others++
+		}
+		o.queue.add(r.val)
+		if rejoiningRefusal(reason) {
+			o.rejoining++
+		}
+		if r.val.HolderTTL < 0 || (o.err.HolderTTL >= 0 && r.val.HolderTTL > o.err.HolderTTL) {
+			o.err.HolderTTL = r.val.HolderTTL
+		}
+	}
+	n := len(l.nodes)
+	return len(o.granted) >= l.quorum || n-(len(o.answered)-len(o.granted)) < l.quorum
+}
+
+// attempt makes one acquisition attempt under w's hooks (TryAcquire:
+// noWait). It returns the lease, or the outcome and the error to report:
+// the outcome's *AcquireError, or nil outcome for a Locker that is closed
+// or a context that ended.
+func (l *Locker) attempt(ctx context.Context, resource string, w attemptHooks) (*Lease, *outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+		return nil, nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 	}
 	if !l.enter() {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	defer l.bg.Done()
 	ls := newLease(l, resource, newToken())
-	start := time.Now()
-	validUntil := start.Add(l.cfg.validity())
-	ls.validUntil = validUntil
-
-	// Node calls run on their own context so that the caller's cancellation
-	// after success does not cut short calls still pending; each fan-out
-	// bounds them by NodeCallTimeout, which is below the validity.
-	opCtx := context.WithoutCancel(ctx)
-	orig := p
-	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, step: l.seedStep}
-	if p != nil {
-		// Calls may outlive the attempt, and the caller updates its place
-		// for the next one: they read a snapshot. The caller's final leave
-		// waits for them (addCalls below).
-		a.queue = &queueArgs{member: p.member, ticket: p.ticketArg(), ttl: p.ttl}
+	o := newOutcome(resource, l.quorum, len(l.nodes))
+	ls.validUntil = o.start.Add(l.cfg.validity())
+	r := l.ask(ctx, ls, o, w)
+	token, failure := l.decide(ctx, ls, o, r)
+	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
+	if failure != nil {
+		l.fail(ctx, ls, o, r, w)
+		if !isReport(failure) {
+			return nil, nil, failure // ctx ended
+		}
+		return nil, o, failure
 	}
+	w.granted(ls)
+	if !l.establish(ls, o.granted, token) {
+		<-l.cleanup(ls, r.replies, append(o.granted, o.unsure...), o.answered)
+		return nil, nil, ErrClosed
+	}
+	return ls, nil, nil
+}
 
+// round is an attempt's fan-out: the answers still to read, the deadline
+// (NodeCallTimeout), how many were read and whether time ran out.
+type round struct {
+	replies  <-chan reply[grant]
+	deadline <-chan struct{}
+	received int
+	timedOut bool
+}
+
+// ask fans the acquire out to every node and reads the answers into o
+// until the attempt is decided (and as long as w wants to listen after).
+// Node calls run on their own context so that the caller's cancellation
+// after success does not cut short calls still pending; the fan-out bounds
+// them by NodeCallTimeout, which is below the validity, and a client that
+// ignores context deadlines does not hold the attempt up past it: the
+// unanswered nodes count as failed.
+func (l *Locker) ask(ctx context.Context, ls *Lease, o *outcome, w attemptHooks) round {
 	n := len(l.nodes)
-	replies, deadline := fanout(l, opCtx, "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, i int) (grant, error) {
+	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, step: l.seedStep, queue: w.queue()}
+	var r round
+	r.replies, r.deadline = fanout(l, context.WithoutCancel(ctx), "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, i int) (grant, error) {
 		return l.acquireOn(ctx, i, a)
 	})
-	if orig != nil {
-		orig.addCalls(startedCalls{at: start, wg: &ls.acquiring, over: deadline}, l.cfg.NodeCallTimeout)
+	w.started(startedCalls{at: o.start, wg: &ls.acquiring, over: r.deadline})
+	r.received, r.timedOut = gather(ctx, r.replies, r.deadline, n, func(rp reply[grant]) bool { return o.add(l, rp) })
+	if d := w.listen(o); d > 0 && r.received < n && !r.timedOut && ctx.Err() == nil {
+		brief, cancel := context.WithTimeout(context.Background(), d)
+		more, _ := gather(ctx, r.replies, brief.Done(), n-r.received, func(rp reply[grant]) bool {
+			o.add(l, rp)
+			return false
+		})
+		cancel()
+		r.received += more
 	}
-	// One allocation for the attempt's bookkeeping: the closure below
-	// captures only v.
-	v := &tallyAcquire{ae: AcquireError{Resource: resource, Needed: l.quorum, Total: n}}
-	v.init(n)
-	ae := &v.ae
-	var failure error
-	// A client that ignores context deadlines does not hold the attempt up
-	// past NodeCallTimeout (which is below the validity): gather stops, and
-	// the unanswered nodes count as failed.
-	received, timedOut := gather(ctx, replies, deadline, n, func(r reply[grant]) bool {
-		return v.add(l, r)
-	})
-	if orig != nil && len(v.handed) > 0 && len(v.granted) < l.quorum && received < n && !timedOut && ctx.Err() == nil {
-		// Some nodes hold the lock for the caller's place: whether the
-		// others refuse decides whether the place gives them back
-		// (Acquire). Hear them too, briefly, so that a paused node does not
-		// hold the attempt up.
-		elapsed := time.Since(start)
-		if left := l.cfg.NodeCallTimeout - elapsed; left > 0 {
-			brief, cancel := context.WithTimeout(context.Background(), min(max(2*elapsed, time.Millisecond), left))
-			more, _ := gather(ctx, replies, brief.Done(), n-received, func(r reply[grant]) bool {
-				v.add(l, r)
-				return false
-			})
-			cancel()
-			received += more
-		}
-	}
-	ae.silent = n - received
-	granted, counters := v.granted, v.counters
-	if v.left > 0 {
-		// A node where our token already held the lock (a client-side
-		// retry of a call that was applied) keeps it only for what it had
-		// left.
-		if t := start.Add(v.left - l.cfg.drift()); t.Before(validUntil) {
-			validUntil = t
+	o.silent = n - r.received
+	if o.left > 0 {
+		// Where our token already held the lock, it keeps it only for
+		// what it had left.
+		if t := o.start.Add(o.left - l.cfg.drift()); t.Before(ls.validUntil) {
 			ls.validUntil = t
 		}
 	}
-	if orig != nil {
-		if orig.first.IsZero() {
-			orig.first = start
-		}
-		for _, i := range v.answered {
-			switch {
-			case slices.Contains(v.handed, i):
-				orig.found[i] = max(orig.found[i], v.counters[i])
-			case !slices.Contains(v.unsure, i):
-				// The node's lock is not the place's (any more: a
-				// hand-over that lapsed, or went to a new holder).
-				delete(orig.found, i)
-			}
-		}
-		ae.handed = len(v.handed)
-	}
+	return r
+}
+
+// decide gives the attempt's verdict: the lease's fencing token, or why
+// it failed (the outcome's report, or ctx's error).
+func (l *Locker) decide(ctx context.Context, ls *Lease, o *outcome, r round) (fencing.Token, error) {
+	ae := &o.err
+	ae.Granted = len(o.granted)
 	switch {
 	case ctx.Err() != nil:
-		failure = fmt.Errorf("redlock: acquire %q: %w", resource, ctx.Err())
-	case timedOut:
-		ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", n-received, l.cfg.NodeCallTimeout))
+		return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, ctx.Err())
+	case r.timedOut:
+		ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", len(l.nodes)-r.received, l.cfg.NodeCallTimeout))
 	}
-	ae.Granted = len(granted)
-
-	var token fencing.Token
-	if failure == nil && ae.Reason == "" && len(granted) >= l.quorum {
-		token, failure = ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
-	} else if failure == nil {
-		failure = ae.finish()
+	if len(o.granted) < l.quorum {
+		return 0, ae.finish(o.rejoining)
 	}
-	if failure == nil && !time.Now().Before(validUntil) {
+	token, err := ls.confirmFence(ctx, context.WithoutCancel(ctx), o.granted, o.counters, ls.validUntil, ae)
+	if err == nil && !time.Now().Before(ls.validUntil) {
 		ae.Reason = "validity elapsed during the attempt"
-		failure = ae.finish()
+		err = ae.finish(o.rejoining)
 	}
-	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(granted), Total: n, Latency: time.Since(start), Err: failure})
-	if failure != nil {
-		if len(v.granted)+len(v.unsure) > 0 && !timedOut && ctx.Err() == nil {
-			// Some nodes may hold our lock: let the calls still running
-			// answer (within the attempt's NodeCallTimeout), so that the
-			// clean-up below covers them and a retry does not find our
-			// leftovers. A busy lock (nothing granted) answers at once.
-			gather(ctx, replies, deadline, n-received, func(r reply[grant]) bool {
-				v.answered = append(v.answered, r.idx)
-				if r.err != nil {
-					v.unsure = append(v.unsure, r.idx)
-				} else if r.val.OK {
-					v.granted = append(v.granted, r.idx)
-				}
-				return false
-			})
-		}
-		if orig != nil && len(v.granted) > 0 && len(v.handed) > 0 && len(v.granted)+len(v.handed) >= l.quorum && ctx.Err() == nil {
-			// This attempt's grants and the locks handed over to the place
-			// make a majority together: the grants move under the place's
-			// token (for the full TTL) and count as handed over.
-			held := l.rehold(ctx, ls.key, v.granted, ls.token, orig)
-			for i, c := range held {
-				orig.found[i] = max(orig.found[i], c)
-				ae.handed++
-			}
-			v.granted = slices.DeleteFunc(v.granted, func(i int) bool { _, ok := held[i]; return ok })
-		}
-		// The caller waits for the nodes that answered and may hold the
-		// lock, not for the others (a paused node never holds it up).
-		select {
-		case <-l.cleanup(ls, replies, append(v.granted, v.unsure...), v.answered):
-		case <-ctx.Done():
-		}
-		return nil, failure
+	return token, err
+}
+
+// fail cleans a failed attempt up: it lets the calls still running that
+// may hold our lock answer (within the attempt's NodeCallTimeout), so that
+// the clean-up covers them and a retry does not find our leftovers (a busy
+// lock, nothing granted, answers at once); w may take grants over; the
+// caller then waits for the nodes that answered and may hold the lock, not
+// for the others (a paused node never holds it up).
+func (l *Locker) fail(ctx context.Context, ls *Lease, o *outcome, r round, w attemptHooks) {
+	if len(o.granted)+len(o.unsure) > 0 && !r.timedOut && ctx.Err() == nil {
+		gather(ctx, r.replies, r.deadline, len(l.nodes)-r.received, func(rp reply[grant]) bool {
+			o.note(rp)
+			return false
+		})
 	}
-	if !l.establish(ls, granted, token, orig) {
-		<-l.cleanup(ls, replies, append(v.granted, v.unsure...), v.answered)
-		return nil, ErrClosed
+	kept := w.failed(ctx, o, ls.token)
+	mayHold := slices.DeleteFunc(append(slices.Clone(o.granted), o.unsure...), func(i int) bool { return slices.Contains(kept, i) })
+	select {
+	case <-l.cleanup(ls, r.replies, mayHold, o.answered):
+	case <-ctx.Done():
 	}
-	return ls, nil
+}
+
+// isReport reports whether err is an attempt's *AcquireError.
+func isReport(err error) bool {
+	_, ok := err.(*AcquireError)
+	return ok
 }
 
 // establish makes ls, granted by the nodes with the given indexes with
-// fencing token fence, a held lease and starts its renewal. With p, the
-// lease's release also removes p's place where it may still stand (nodes
-// that did not grant; a lock handed over there meanwhile is the lease's,
-// renewed and released with the others). It reports false, having done
-// nothing, when the Locker is closed. It must be called while the caller
-// holds its count in l.bg (enter).
-func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *place) bool {
+// fencing token fence, a held lease and starts its renewal. It reports
+// false, having done nothing, when the Locker is closed. It must be called
+// while the caller holds its count in l.bg (enter).
+func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token) bool {
 	ls.fence = fence
 	ls.granted = make([]string, len(granted))
 	for k, i := range granted {
 		ls.granted[k] = l.nodes[i].Addr()
-	}
-	if p != nil {
-		// Its place may stand again where a late call queued it: the
-		// release removes it, and leaves again after the calls still
-		// running then.
-		ls.place, ls.queuing = p.member, running(p.calls, &ls.acquiring)
 	}
 	if !l.track(ls) {
 		return false
@@ -190,73 +248,19 @@ func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token, p *pla
 	return true
 }
 
-// tallyAcquire is the bookkeeping of one attempt's acquire round: which
-// nodes answered, granted (with their fence counters) or failed (unsure:
-// the outcome there is unknown), and the AcquireError being built.
-type tallyAcquire struct {
-	granted, answered, unsure []int
-	handed                    []int           // held by the caller's place
-	counters                  []fencing.Token // by node index
-	left                      time.Duration   // least Grant.left of the grants, 0 for none
-	ae                        AcquireError
-}
-
-// init sizes the slices for n nodes, sharing one backing array.
-func (v *tallyAcquire) init(n int) {
-	idx := make([]int, 3*n)
-	v.granted, v.answered, v.unsure = idx[0:0:n], idx[n:n:2*n], idx[2*n:2*n]
-	v.counters = make([]fencing.Token, n)
-}
-
-// add counts one node's answer and reports whether the round is decided: a
-// majority granted, or so many did not that no majority can.
-func (v *tallyAcquire) add(l *Locker, r reply[grant]) bool {
-	v.answered = append(v.answered, r.idx)
-	switch {
-	case r.err != nil:
-		v.ae.NodeErrors = append(v.ae.NodeErrors, r.err)
-		v.unsure = append(v.unsure, r.idx)
-	case r.val.OK:
-		v.granted = append(v.granted, r.idx)
-		v.counters[r.idx] = r.val.Counter
-		if r.val.left > 0 && (v.left == 0 || r.val.left < v.left) {
-			v.left = r.val.left
-		}
-	default:
-		if r.val.handed {
-			v.handed = append(v.handed, r.idx)
-			v.counters[r.idx] = r.val.Counter
-			r.val.Reason = handedReason
-		}
-		refusal := l.nodes[r.idx].Addr()
-		if r.val.Reason != "" {
-			refusal += " (" + r.val.Reason + ")"
-		}
-		v.ae.Refused = append(v.ae.Refused, refusal)
-		v.ae.queue.add(r.val)
-		if strings.HasPrefix(r.val.Reason, rejoiningReason) {
-			v.ae.rejoining++
-		}
-		if r.val.HolderTTL < 0 || (v.ae.HolderTTL >= 0 && r.val.HolderTTL > v.ae.HolderTTL) {
-			v.ae.HolderTTL = r.val.HolderTTL
-		}
-	}
-	n := len(l.nodes)
-	return len(v.granted) >= l.quorum || n-(len(v.answered)-len(v.granted)) < l.quorum
-}
-
 // finish picks the sentinel for a failed attempt: ErrNotAcquired when the
 // refusals alone rule out a majority (the lock is busy) or time ran out,
 // else ErrNoQuorum (node failures stood in the way), or the sentinel of
-// failures that waiting will not change (lasting).
-func (e *AcquireError) finish() error {
+// failures that waiting will not change (lasting). rejoining counts the
+// refusals of nodes within their rejoin delay.
+func (e *AcquireError) finish(rejoining int) error {
 	e.kind = ErrNotAcquired
 	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
 		e.kind = ErrNoQuorum
 		e.lasting()
 	}
-	if e.Reason == "" && e.rejoining > 0 {
-		e.Reason = fmt.Sprintf("%d of the nodes that refused are rejoining after a restart (Config.RejoinDelay)", e.rejoining)
+	if e.Reason == "" && rejoining > 0 {
+		e.Reason = fmt.Sprintf("%d of the nodes that refused are rejoining after a restart (Config.RejoinDelay)", rejoining)
 	}
 	return e
 }
@@ -300,7 +304,7 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 	}
 	ae.NodeErrors = append(ae.NodeErrors, t.errs...)
 	ae.Reason = fmt.Sprintf("fencing token %d confirmed on %d nodes only", f, t.yes)
-	return 0, ae.finish()
+	return 0, ae.finish(0)
 }
 
 // cleanup removes a failed attempt's partial grants, in the background:
@@ -318,12 +322,13 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered []int) <-chan struct{} {
 	ls.cancel(ErrLeaseReleased)
 	quick := make(chan struct{})
+	a := releaseArgs{keys: ls.keys, token: ls.token}
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, releaseArgs{keys: ls.keys, token: ls.token}, false, false)
+			l.releaseOn(ctx, now, a, allAnswers, namingHeads)
 		}
 		close(quick)
 		if len(answered) == len(l.nodes) {
@@ -345,7 +350,7 @@ func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered [
 			}
 		}
 		if len(rest) > 0 {
-			l.releaseOn(ctx, rest, releaseArgs{keys: ls.keys, token: ls.token}, false, false)
+			l.releaseOn(ctx, rest, a, allAnswers, namingHeads)
 		}
 	}()
 	return quick

@@ -140,6 +140,32 @@ func defaultOwner() string {
 
 // withDefaults fills in zero values and validates every field.
 func (c Config) withDefaults() (Config, error) {
+	c, err := c.withTimingDefaults()
+	if err != nil {
+		return c, err
+	}
+	if c.NewBackOff == nil {
+		c.NewBackOff = defaultBackOff
+	} else if c.NewBackOff() == nil {
+		return c, fmt.Errorf("%w: NewBackOff returned nil", ErrInvalidConfig)
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{}") {
+		return c, fmt.Errorf("%w: KeyPrefix %q contains a brace: the resource's hash tag {R} must be the key's first", ErrInvalidConfig, c.KeyPrefix)
+	}
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	if len(c.Owner) > MaxOwnerLen {
+		return c, fmt.Errorf("%w: Owner is %d bytes, over the limit of %d", ErrInvalidConfig, len(c.Owner), MaxOwnerLen)
+	}
+	return c, nil
+}
+
+// withTimingDefaults fills in and validates the timing parameters.
+func (c Config) withTimingDefaults() (Config, error) {
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
@@ -164,20 +190,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NodeCallTimeout >= c.validity() {
 		return c, fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
 	}
-	if c.NewBackOff == nil {
-		c.NewBackOff = defaultBackOff
-	} else if c.NewBackOff() == nil {
-		return c, fmt.Errorf("%w: NewBackOff returned nil", ErrInvalidConfig)
-	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
-	}
-	if strings.ContainsAny(c.KeyPrefix, "{}") {
-		return c, fmt.Errorf("%w: KeyPrefix %q contains a brace: the resource's hash tag {R} must be the key's first", ErrInvalidConfig, c.KeyPrefix)
-	}
-	if c.Owner == "" {
-		c.Owner = defaultOwner()
-	}
 	if c.RejoinDelay == 0 {
 		c.RejoinDelay = c.LeaseDuration
 	}
@@ -189,9 +201,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.QueueTTL > MaxLeaseDuration || (c.QueueTTL > 0 && c.QueueTTL < 2*c.NodeCallTimeout) {
 		return c, fmt.Errorf("%w: QueueTTL %s is outside [2 x NodeCallTimeout = %s, %s] (negative turns the queue off)", ErrInvalidConfig, c.QueueTTL, 2*c.NodeCallTimeout, MaxLeaseDuration)
-	}
-	if len(c.Owner) > MaxOwnerLen {
-		return c, fmt.Errorf("%w: Owner is %d bytes, over the limit of %d", ErrInvalidConfig, len(c.Owner), MaxOwnerLen)
 	}
 	return c, nil
 }

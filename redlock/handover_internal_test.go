@@ -195,3 +195,42 @@ func TestAReleasePassesOverTheReleasersOwnPlace(t *testing.T) {
 	require.True(t, r.released)
 	require.False(t, q.m.Exists(key))
 }
+
+// TestAHandOverShownGoneStopsCounting: a hand-over announced to a waiter
+// counts toward its majority only until a node's answer shows that the
+// lock there is not its place's any more (it lapsed, or went to a new
+// holder): a waiter must not keep, and keep renewing, a minority it cannot
+// use, nor leave it locked for the lease duration if it dies.
+func TestAHandOverShownGoneStopsCounting(t *testing.T) {
+	ctx := context.Background()
+	qs := newQueueNodes(t, 3, time.Now())
+	nodes := make([]Node, len(qs))
+	for i, q := range qs {
+		nodes[i] = q.node
+	}
+	l, err := New(nodes, Config{LeaseDuration: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	key := l.Key("gone")
+	for _, q := range qs { // another holder took the lock everywhere
+		require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
+	}
+	w, err := l.newWaiting(ctx, "gone")
+	require.NoError(t, err)
+	fw := w.(*fairWait)
+	defer fw.done(false)
+	fw.w = l.hub.join(key, fw.p.id)
+	l.hub.handOver(key, 0, fw.p.id, 7) // announced, then overtaken
+	h, _ := l.handed(fw.p, fw.w)
+	require.Equal(t, []int{0}, h)
+
+	_, o, err := l.attempt(ctx, "gone", fw)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.Empty(t, o.handed)
+	h, _ = l.handed(fw.p, fw.w)
+	require.Empty(t, h, "node 0 refused for another holder, yet its hand-over still counts")
+
+	l.hub.handOver(key, 1, fw.p.id, 9) // a hand-over announced after the attempt began counts
+	h, _ = l.handed(fw.p, fw.w)
+	require.Equal(t, []int{1}, h)
+}

@@ -250,7 +250,7 @@ func (ls *Lease) setValidUntil(t time.Time) {
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.releaseArgs(), true, true)
+	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.releaseArgs(), majorityYes, handingOver)
 	hs := []*heard{h}
 	t, hs = ls.releaseAgain(ctx, t, hs)
 	if t.yes >= l.quorum {
@@ -328,7 +328,7 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 			return t, hs
 		case <-timer.C:
 		}
-		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.releaseArgs(), true, true)
+		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.releaseArgs(), majorityYes, handingOver)
 		hs = append(hs, h)
 		t = tally{yes: t.yes + again.yes + again.no, no: t.no, errs: again.errs, silent: again.silent}
 	}

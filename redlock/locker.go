@@ -247,7 +247,7 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 	}
 	start := time.Now()
 	keys := lockKeys(l.Key(resource))
-	t := l.yesNo(ctx, "renew", l.allIdxs(), false, func(ctx context.Context, i int) (bool, error) {
+	t := l.yesNo(ctx, "renew", l.allIdxs(), allAnswers, func(ctx context.Context, i int) (bool, error) {
 		return renew(ctx, l.nodes[i], keys, token, l.cfg.LeaseDuration)
 	})
 	validUntil := start.Add(l.cfg.validity())
@@ -271,6 +271,6 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	t, _ := l.releaseAll(ctx, l.Key(resource), token, false)
+	t, _ := l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(l.Key(resource)), token: token}, allAnswers, namingHeads)
 	return l.verdict("release", resource, t)
 }

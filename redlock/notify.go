@@ -79,6 +79,10 @@ type waiter struct {
 	wake   chan struct{}
 	id     string
 	handed map[int]fencing.Token
+	// notes counts the hand-overs noted for the waiter; notedAt holds, by
+	// node index, the count when the node's was noted.
+	notes   uint64
+	notedAt map[int]uint64
 }
 
 // hubSub is one node's subscription and the keys it watches now.
@@ -312,7 +316,11 @@ func (kw *keyWait) handOver(node int, id string, c fencing.Token) {
 				w.handed = make(map[int]fencing.Token)
 			}
 			if c > w.handed[node] { // not the same hand-over heard twice
-				w.handed[node] = c
+				if w.notedAt == nil {
+					w.notedAt = make(map[int]uint64)
+				}
+				w.notes++
+				w.handed[node], w.notedAt[node] = c, w.notes
 				w.signal()
 			}
 		}
@@ -349,7 +357,31 @@ func (h *waitHub) fromInbox(node int, msg string) {
 func (h *waitHub) rename(w *waiter, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w.id, w.handed = id, nil
+	w.id, w.handed, w.notedAt = id, nil, nil
+}
+
+// notes returns how many hand-overs have been noted for w (0 for nil).
+func (h *waitHub) notes(w *waiter) uint64 {
+	if w == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.notes
+}
+
+// forgetHandOver forgets the hand-over noted for w from node when it was
+// noted by the time w's notes were upTo: a later answer of the node showed
+// that the lock is not w's place's any more.
+func (h *waitHub) forgetHandOver(w *waiter, node int, upTo uint64) {
+	if w == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := w.handed[node]; ok && w.notedAt[node] <= upTo {
+		delete(w.handed, node)
+	}
 }
 
 // handovers returns a copy of the hand-overs noted for w.

@@ -116,11 +116,21 @@ func (t *tally) decided(quorum, n int) bool {
 	return t.yes >= quorum || n-t.no-len(t.errs) < quorum
 }
 
+// stopRule says when a yes/no operation stops reading answers.
+type stopRule int
+
+const (
+	// allAnswers reads every answer (within NodeCallTimeout).
+	allAnswers stopRule = iota
+	// majorityYes stops once a majority said yes; the other calls finish
+	// on the workers, bounded by NodeCallTimeout.
+	majorityYes
+)
+
 // yesNo runs a yes/no operation on the nodes with the given indexes and
-// tallies the answers: all of them, or with early only until a majority
-// said yes (the other calls finish on the workers, bounded by
-// NodeCallTimeout). Either way it waits no longer than NodeCallTimeout.
-func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, fn func(ctx context.Context, i int) (bool, error)) tally {
+// tallies the answers, as stop says. It waits no longer than
+// NodeCallTimeout.
+func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, stop stopRule, fn func(ctx context.Context, i int) (bool, error)) tally {
 	var wg sync.WaitGroup
 	var t tally
 	answered := make([]bool, len(l.nodes))
@@ -131,7 +141,7 @@ func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, early bool, f
 			t.silent = append(t.silent, r.idx)
 		}
 		t.add(r)
-		return early && t.yes >= l.quorum
+		return stop == majorityYes && t.yes >= l.quorum
 	})
 	if late || ctx.Err() != nil {
 		why := ctx.Err()
@@ -157,14 +167,6 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 	return &QuorumError{Op: op, Resource: resource, Yes: t.yes, No: t.no, Total: len(l.nodes), Needed: l.quorum, Nodes: t.errs}
 }
 
-// releaseAll deletes key where token holds it, on every node (each
-// announces the release to waiters). It waits for every answer (within
-// NodeCallTimeout), or with early only until a majority released it. It
-// returns the tally and what the nodes said of the announcement.
-func (l *Locker) releaseAll(ctx context.Context, key, token string, early bool) (tally, *heard) {
-	return l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(key), token: token}, early, false)
-}
-
 // heard is what the nodes of one release said beyond yes or no: the most
 // waiters any of them announced it to, and the heads of the wait queue
 // they named without handing the lock over to them.
@@ -183,19 +185,32 @@ func (h *heard) add(r released) {
 	}
 }
 
-// releaseOn is releaseAll of a's lock on the nodes with the given indexes.
-// The heard it returns may still change when early returned before every
-// node answered; read it under its lock. a.place, when not empty, is the
-// caller's place in the lock's wait queue (a lease taken by a fair
-// Acquire), which the nodes remove. With hand, a node may hand the lock
-// over to the head of its queue (docs/design.md section 11.2); without (an
-// attempt's clean-up), it only names the head.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, early, hand bool) (tally, *heard) {
+// handRule says what a release does for the head of the wait queue.
+type handRule int
+
+const (
+	// namingHeads names the head, which tries again (an attempt's
+	// clean-up, a release by token).
+	namingHeads handRule = iota
+	// handingOver hands the lock over to the head (a lease's release,
+	// docs/design.md section 11.2).
+	handingOver
+)
+
+// releaseOn deletes a's lock where a.token holds it on the nodes with the
+// given indexes (each announces the release to waiters), reading the
+// answers as stop says and treating the wait queue's head as hand says.
+// It returns the tally and what the nodes said of the announcement, which
+// may still change when it returned before every node answered: read it
+// under its lock. a.place, when not empty, is the caller's place in the
+// lock's wait queue (a lease taken by a fair Acquire), which the nodes
+// remove.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop stopRule, hand handRule) (tally, *heard) {
 	h := &heard{}
 	key := a.keys[0]
-	t := l.yesNo(ctx, "release", idxs, early, func(ctx context.Context, i int) (bool, error) {
+	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
 		a := a
-		if l.fair && hand {
+		if l.fair && hand == handingOver {
 			a.handOver = l.handOver(i)
 		}
 		r, err := release(ctx, l.nodes[i], a)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,10 @@ func rejoining(u Uptime, delay time.Duration) string {
 
 // rejoiningReason starts the reason of a rejoining node's refusal.
 const rejoiningReason = "rejoining"
+
+// rejoiningRefusal reports whether a refusal's reason is a rejoining
+// node's.
+func rejoiningRefusal(reason string) bool { return strings.HasPrefix(reason, rejoiningReason) }
 
 // acquireOn asks node i for the lock, unless the node is rejoining: then
 // it refuses with the reason. A grant made while the node opened a

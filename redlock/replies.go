@@ -59,46 +59,63 @@ func parseGrant(reply any) (grant, error) {
 	if !ok {
 		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
+	var g grant
 	switch v := vals[1].(type) {
 	case string:
-		if flag != 1 && flag != 2 || len(vals) == 4 || flag == 2 && len(vals) != 3 {
-			break
-		}
 		c, err := fencing.ParseToken(v)
-		if err != nil {
+		if err != nil && (flag == 1 || flag == 2) && len(vals) < 4 {
 			return grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
 		}
-		g := grant{OK: flag == 1, Counter: c, handed: flag == 2}
-		if len(vals) == 3 {
-			// The token already held the lock: the validity counts from
-			// what it has left, at least a millisecond (PX rounds up).
-			ms, ok := vals[2].(int64)
-			if !ok || ms < 1 {
-				break
-			}
-			g.left = time.Duration(ms) * time.Millisecond
-		}
-		return g, nil
+		g, ok = parseHeld(flag, c, vals)
 	case int64:
-		if flag != 0 || v < -2 || len(vals) == 3 {
-			break
-		}
-		g := grant{HolderTTL: pttl(v)}
-		if len(vals) == 2 {
-			return g, nil
-		}
-		ticket, ok1 := vals[2].(int64)
-		left, ok2 := vals[3].(int64)
-		if !ok1 || !ok2 || ticket < 0 || left < 0 {
-			break
-		}
-		g.ticket, g.headLeft = ticket, time.Duration(left)*time.Millisecond
-		if v == 0 {
-			g.Reason = queuedReason
-		}
-		return g, nil
+		g, ok = parseRefusal(flag, v, vals)
+	default:
+		ok = false
 	}
-	return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	if !ok {
+		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	}
+	return g, nil
+}
+
+// parseHeld decodes a reply whose lock the caller holds: {1, counter}, {1,
+// counter, pttl} or {2, counter, pttl}, the counter c already parsed.
+func parseHeld(flag int64, c fencing.Token, vals []any) (grant, bool) {
+	if flag != 1 && flag != 2 || len(vals) == 4 || flag == 2 && len(vals) != 3 {
+		return grant{}, false
+	}
+	g := grant{OK: flag == 1, Counter: c, handed: flag == 2}
+	if len(vals) == 3 {
+		// The token already held the lock: the validity counts from what
+		// it has left, at least a millisecond (PX rounds up).
+		ms, ok := vals[2].(int64)
+		if !ok || ms < 1 {
+			return grant{}, false
+		}
+		g.left = time.Duration(ms) * time.Millisecond
+	}
+	return g, true
+}
+
+// parseRefusal decodes a refusal: {0, pttl} or {0, pttl, ticket, ms}.
+func parseRefusal(flag, ttl int64, vals []any) (grant, bool) {
+	if flag != 0 || ttl < -2 || len(vals) == 3 {
+		return grant{}, false
+	}
+	g := grant{HolderTTL: pttl(ttl)}
+	if len(vals) == 2 {
+		return g, true
+	}
+	ticket, ok1 := vals[2].(int64)
+	left, ok2 := vals[3].(int64)
+	if !ok1 || !ok2 || ticket < 0 || left < 0 {
+		return grant{}, false
+	}
+	g.ticket, g.headLeft = ticket, time.Duration(left)*time.Millisecond
+	if ttl == 0 {
+		g.Reason = queuedReason
+	}
+	return g, true
 }
 
 // describeReply names a reply's shape for an error without quoting it: a

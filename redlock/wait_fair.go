@@ -10,6 +10,169 @@ import (
 	"github.com/e6344662/go-redlock/fencing"
 )
 
+// fairWait is an Acquire's waiting in the lock's wait queue on the nodes
+// (Config.QueueTTL, docs/design.md §11): its attempts carry its place, the
+// nodes give it a ticket and keep the free lock for the head of the queue,
+// and a release hands the lock over to the head, whose Acquire takes the
+// lease without an attempt of its own.
+type fairWait struct {
+	waitBase
+	p *place
+	// syncs counts the attempts in a row made at once to agree on a
+	// ticket; notes is the hub's count of hand-over announcements to the
+	// waiter when the current attempt started.
+	syncs int
+	notes uint64
+}
+
+func (fw *fairWait) queue() *queueArgs {
+	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}
+}
+
+func (fw *fairWait) started(c startedCalls) {
+	if fw.p.first.IsZero() {
+		fw.p.first = c.at
+	}
+	fw.p.addCalls(c, fw.l.cfg.NodeCallTimeout)
+	fw.notes = fw.l.hub.notes(fw.w)
+}
+
+// listen hears the nodes a little longer when some hold the lock for the
+// caller's place but not a majority: whether the others refuse decides
+// whether the place gives them back (next). Briefly, so that a paused
+// node does not hold the attempt up.
+func (fw *fairWait) listen(o *outcome) time.Duration {
+	if len(o.handed) == 0 || len(o.granted) >= fw.l.quorum {
+		return 0
+	}
+	elapsed := time.Since(o.start)
+	left := fw.l.cfg.NodeCallTimeout - elapsed
+	if left <= 0 {
+		return 0
+	}
+	return min(max(2*elapsed, time.Millisecond), left)
+}
+
+// failed notes which nodes hold the lock for the place, and forgets the
+// hand-overs that the nodes' answers show are gone (lapsed, or gone to a
+// new holder). When the attempt's grants and the place's locks make a
+// majority together, the grants move under the place's token (for the
+// full TTL) and count as handed over.
+func (fw *fairWait) failed(ctx context.Context, o *outcome, token string) []int {
+	l, p := fw.l, fw.p
+	for _, i := range o.answered {
+		switch {
+		case slices.Contains(o.handed, i):
+			p.found[i] = max(p.found[i], o.counters[i])
+		case !slices.Contains(o.unsure, i):
+			delete(p.found, i)
+			l.hub.forgetHandOver(fw.w, i, fw.notes)
+		}
+	}
+	if len(o.granted) == 0 || len(o.handed) == 0 || len(o.granted)+len(o.handed) < l.quorum || ctx.Err() != nil {
+		return nil
+	}
+	held := l.rehold(ctx, fw.key, o.granted, token, p)
+	kept := make([]int, 0, len(held))
+	for i, c := range held {
+		p.found[i] = max(p.found[i], c)
+		o.handed = append(o.handed, i)
+		kept = append(kept, i)
+	}
+	o.granted = slices.DeleteFunc(o.granted, func(i int) bool { _, ok := held[i]; return ok })
+	return kept
+}
+
+// granted makes the lease's release remove the place where it may still
+// stand (nodes that did not grant; a lock handed over there meanwhile is
+// the lease's, renewed and released with the others), and leave again
+// after the calls still running then (a late call may queue it again).
+func (fw *fairWait) granted(ls *Lease) {
+	ls.place, ls.queuing = fw.p.member, running(fw.p.calls, &ls.acquiring)
+}
+
+func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration, error) {
+	l, p := fw.l, fw.p
+	if o.others > 0 {
+		if h, _ := l.handed(p, fw.w); len(h) > 0 && len(h)+o.err.Granted+o.silent < l.quorum {
+			// The nodes handed the lock over to this place, but not a
+			// majority of them, and even with the nodes that did not
+			// answer they cannot be one: the others refused (they hold
+			// the lock for another, or keep it for another head) or
+			// failed. No majority may come to this place until the
+			// others give up. Give its locks back and keep the turn with
+			// a new place; try again at a random point soon, as after a
+			// split vote.
+			l.givePlaceBack(fw.key, p, fw.w)
+			fw.splits++
+			return nil, 0, l.await(ctx, nil, fw.splitDelay(o.start))
+		}
+	}
+	if len(o.handed) > 0 {
+		// The attempt found locks handed over to this place that no
+		// announcement had told of yet.
+		if lease, _ := fw.handedOver(ctx); lease != nil {
+			return lease, 0, nil
+		}
+	}
+	// Bring the highest ticket to every node: they then order this waiter
+	// alike. Nodes that gave different tickets are told at once (twice at
+	// most in a row; a node that keeps disagreeing is told on the next
+	// attempt).
+	p.ticket = max(p.ticket, o.queue.hi)
+	if o.queue.lo != o.queue.hi && fw.syncs < 2 {
+		fw.syncs++
+		return nil, 0, nil
+	}
+	fw.syncs = 0
+	if fw.w == nil {
+		fw.w = l.hub.join(fw.key, p.id)
+	}
+	// Renew the place in time, and try again when the head's place runs
+	// out (a waiter that died holds the lock up no longer).
+	limit := p.ttl / 3
+	if o.queue.headLeft > 0 {
+		limit = min(limit, o.queue.headLeft+time.Millisecond)
+	}
+	wait, err := fw.pause(o, limit)
+	return nil, wait, err
+}
+
+// sleep waits, and takes the lock when the nodes hand it over: then no
+// attempt is needed. While some have and the others have not yet, their
+// announcements are on their way: it waits for them (no longer than this
+// wait was to last; the next attempt finds the lock wherever it went). A
+// majority that cannot make a lease (too little validity left) is taken
+// over by an attempt at once.
+func (fw *fairWait) sleep(ctx context.Context, d time.Duration) (*Lease, error) {
+	for {
+		slept := time.Now()
+		if err := fw.l.await(ctx, fw.w, d); err != nil {
+			return nil, err
+		}
+		if fw.w == nil || fw.l.isClosed() {
+			return nil, nil // the next attempt reports a closed Locker
+		}
+		lease, next := fw.handedOver(ctx)
+		if lease != nil {
+			return lease, nil
+		}
+		if d -= time.Since(slept); next != waitMore || d <= 0 {
+			return nil, nil
+		}
+	}
+}
+
+// done gives the place up when the Acquire ends without a lease (a lease
+// leaves the queue when it ends): on every node, giving back a lock
+// handed over to it.
+func (fw *fairWait) done(won bool) {
+	fw.leaveHub()
+	if !won && !fw.p.first.IsZero() {
+		fw.l.leaveQueue(fw.key, fw.p, fw.l.allIdxs(), true)
+	}
+}
+
 // place is a fair Acquire's place in a lock's wait queue on the nodes
 // (Config.QueueTTL, docs/design.md section 11.1): its waiter id; its
 // arrival time (microseconds on this process's clock), which it proposes
@@ -217,8 +380,9 @@ const queuedReason = "queued: another waiter is next"
 // clock read in whole milliseconds. When that leaves too little for the
 // lease's first renewal (a long wait, a QueueTTL below the lease
 // duration), the locks are renewed first, for the full TTL.
-func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *waiter) (*Lease, handNext) {
-	granted, counters := l.handed(p, w)
+func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
+	l, p, resource := fw.l, fw.p, fw.resource
+	granted, counters := l.handed(p, fw.w)
 	fresh := len(granted) > p.seen
 	p.seen = len(granted)
 	switch {
@@ -257,7 +421,12 @@ func (l *Locker) handedOver(ctx context.Context, resource string, p *place, w *w
 	ls.validUntil = validUntil
 	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: len(l.nodes)}
 	fence, err := ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
-	if err != nil || !time.Now().Before(validUntil) || !l.establish(ls, granted, fence, p) {
+	if err != nil || !time.Now().Before(validUntil) {
+		ls.cancel(ErrLeaseReleased)
+		return nil, tryNow
+	}
+	fw.granted(ls)
+	if !l.establish(ls, granted, fence) {
 		ls.cancel(ErrLeaseReleased)
 		return nil, tryNow
 	}

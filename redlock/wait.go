@@ -1,0 +1,123 @@
+package redlock
+
+import (
+	"context"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// How an Acquire waits between attempts, behind one small interface. The
+// attempt (attempt.go) knows nothing of places, tickets or hand-overs: it
+// calls its hooks. plainWait (wait_plain.go) sleeps on the backoff and is
+// woken by announced releases; fairWait (wait_fair.go, the default) holds
+// a place in the lock's wait queue on the nodes, which hand the lock over
+// to it (docs/design.md §11).
+
+// attemptHooks is what one attempt asks of the waiting behind it.
+type attemptHooks interface {
+	// queue returns what the attempt's acquire calls carry of the caller's
+	// place in the wait queue; nil when it does not queue.
+	queue() *queueArgs
+	// started records the attempt's node calls, which may outlive it.
+	started(c startedCalls)
+	// listen returns how much longer to hear the nodes still answering
+	// once the attempt is decided (0: not at all).
+	listen(o *outcome) time.Duration
+	// failed reads a failed attempt's answers and returns the nodes whose
+	// grants it took over for the caller (the clean-up spares them).
+	failed(ctx context.Context, o *outcome, token string) (kept []int)
+	// granted prepares a lease about to be made for the caller.
+	granted(ls *Lease)
+}
+
+// waiting is how one Acquire call waits for its lease.
+type waiting interface {
+	attemptHooks
+	// next reads a failed attempt's outcome: a lease handed over to the
+	// caller, or how long to wait before the next attempt (0: at once).
+	// An error ends the Acquire: its context ended, or the backoff stopped
+	// (the attempt's report).
+	next(ctx context.Context, o *outcome) (*Lease, time.Duration, error)
+	// sleep waits up to d, less when woken, and returns a lease handed over
+	// to the caller meanwhile, if any, or ctx's error.
+	sleep(ctx context.Context, d time.Duration) (*Lease, error)
+	// done ends the waiting when the Acquire returns, with its lease (won)
+	// or without.
+	done(won bool)
+}
+
+// noWait is the hooks of an attempt that nobody waits behind (TryAcquire).
+type noWait struct{}
+
+func (noWait) queue() *queueArgs                              { return nil }
+func (noWait) started(startedCalls)                           {}
+func (noWait) listen(*outcome) time.Duration                  { return 0 }
+func (noWait) failed(context.Context, *outcome, string) []int { return nil }
+func (noWait) granted(*Lease)                                 {}
+
+// newWaiting returns the waiting of one Acquire of resource: fair when the
+// Locker queues (Config.QueueTTL), plain otherwise.
+func (l *Locker) newWaiting(ctx context.Context, resource string) (waiting, error) {
+	b := l.cfg.NewBackOff()
+	b.Reset()
+	base := waitBase{l: l, resource: resource, key: l.Key(resource), b: b}
+	if l.fair {
+		return &fairWait{waitBase: base, p: l.newPlace()}, nil
+	}
+	return newPlainWait(ctx, base)
+}
+
+// waitBase is what both ways of waiting share: the backoff, the waiter in
+// the Locker's hub (nil until the first wait, or when no node announces
+// releases), and the count of split votes in a row.
+type waitBase struct {
+	l        *Locker
+	resource string
+	key      string
+	b        backoff.BackOff
+	w        *waiter
+	splits   int
+}
+
+// pause returns how long to wait after the failed attempt o: the
+// backoff's next pause, no longer than limit (when positive) or the
+// holder's TTL; and when some nodes granted (other acquirers split the
+// votes, or a holder's grant has not reached them), a random point soon,
+// later each time it happens again in a row, so as not to split them
+// again nor spin while a minority stays free. It returns the attempt's
+// report when the backoff stops.
+func (wb *waitBase) pause(o *outcome, limit time.Duration) (time.Duration, error) {
+	wait := wb.b.NextBackOff()
+	if wait == backoff.Stop {
+		return 0, &o.err
+	}
+	if o.err.HolderTTL > 0 {
+		wait = min(wait, o.err.HolderTTL)
+	}
+	if limit > 0 {
+		wait = min(wait, limit)
+	}
+	if o.err.Granted > 0 {
+		wait = min(wait, wb.splitDelay(o.start))
+		wb.splits++
+	} else {
+		wb.splits = 0
+	}
+	return wait, nil
+}
+
+// splitDelay is a random wait after a split vote in an attempt that began
+// at start: up to twice the attempt's duration, doubled for each split in
+// a row before it.
+func (wb *waitBase) splitDelay(start time.Time) time.Duration {
+	return time.Duration(mrand.Int64N(int64(2*time.Since(start))<<min(wb.splits, 16) + 1))
+}
+
+// leaveHub takes the waiter out of the hub.
+func (wb *waitBase) leaveHub() {
+	if wb.w != nil {
+		wb.l.hub.leave(wb.key, wb.w)
+	}
+}

@@ -1,0 +1,86 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// plainWait is an Acquire's waiting without the nodes' wait queue
+// (Config.QueueTTL negative): it sleeps on the backoff, woken by a
+// release that a majority of nodes announced. Waiters of one Locker take
+// turns in arrival order (the hub wakes one per release), and a Locker
+// that just released a lock others wait for stands back a moment.
+type plainWait struct {
+	waitBase
+	noWait
+}
+
+// newPlainWait stands back if this Locker just released the lock while
+// others were waiting, and queues behind this Locker's waiters of the lock
+// rather than spend an attempt that cannot win.
+func newPlainWait(ctx context.Context, base waitBase) (*plainWait, error) {
+	pw := &plainWait{waitBase: base}
+	l := base.l
+	if err := l.standBack(ctx, pw.key); err != nil {
+		return nil, err
+	}
+	if l.hub.queued(pw.key) {
+		if pw.w = l.hub.join(pw.key, ""); pw.w != nil {
+			if err := l.await(ctx, pw.w, pw.b.NextBackOff()); err != nil {
+				pw.leaveHub()
+				return nil, err
+			}
+		}
+	}
+	return pw, nil
+}
+
+func (pw *plainWait) next(_ context.Context, o *outcome) (*Lease, time.Duration, error) {
+	if pw.w == nil {
+		pw.w = pw.l.hub.join(pw.key, "")
+	}
+	wait, err := pw.pause(o, 0)
+	return nil, wait, err
+}
+
+func (pw *plainWait) sleep(ctx context.Context, d time.Duration) (*Lease, error) {
+	return nil, pw.l.await(ctx, pw.w, d)
+}
+
+func (pw *plainWait) done(bool) { pw.leaveHub() }
+
+// standBack delays an Acquire of key that follows this Locker's own release
+// of key while others were waiting, long enough for the woken waiter to
+// take the lock: without it the releasing caller, already next to the
+// nodes, would win nearly every time.
+func (l *Locker) standBack(ctx context.Context, key string) error {
+	l.mu.Lock()
+	until, ok := l.yields[key]
+	if ok {
+		delete(l.yields, key)
+	}
+	l.mu.Unlock()
+	d := time.Until(until)
+	if !ok || d <= 0 {
+		return nil
+	}
+	return await(ctx, nil, d)
+}
+
+// noteRelease records that key was released while others were listening
+// and that the release took that long: this Locker's next Acquire of key stands
+// back for a few such round trips.
+func (l *Locker) noteRelease(key string, took time.Duration) {
+	until := time.Now().Add(min(max(3*took, 500*time.Microsecond), 20*time.Millisecond))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.yields) >= 1024 { // forget stale entries; keep the map small
+		now := time.Now()
+		for k, t := range l.yields {
+			if t.Before(now) {
+				delete(l.yields, k)
+			}
+		}
+	}
+	l.yields[key] = until
+}
