@@ -148,8 +148,7 @@ func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
 			delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
 		}
 	}
-	keys := [4]string{a.keys[0], a.keys[2], a.keys[3], a.keys[1]} // lock, queue, queue expiries, fence
-	reply, err := n.Eval(ctx, scripts.Release, keys[:], a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place)
+	reply, err := n.Eval(ctx, scripts.Release, a.keys, a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place)
 	if err != nil {
 		return released{}, scriptErr(err, a.token)
 	}
@@ -172,8 +171,7 @@ func leave(ctx context.Context, n Node, a leaveArgs) error {
 	if a.give {
 		g = "give"
 	}
-	keys := [3]string{a.keys[0], a.keys[2], a.keys[3]} // lock, queue, queue expiries
-	_, err := n.Eval(ctx, scripts.Leave, keys[:], a.member, releaseChannel(a.keys[0]), leaveMark+releaseID(a.member), g)
+	_, err := n.Eval(ctx, scripts.Leave, a.keys, a.member, releaseChannel(a.keys[0]), leaveMark+releaseID(a.member), g)
 	return scriptErr(err, "")
 }
 
@@ -189,8 +187,7 @@ func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl 
 
 // inspect reads the state of the lock without changing it.
 func inspect(ctx context.Context, n Node, keys []string) (LockInfo, error) {
-	k := [3]string{keys[0], keys[1], keys[3]} // lock, fence, queue expiries
-	reply, err := n.Eval(ctx, scripts.Inspect, k[:])
+	reply, err := n.Eval(ctx, scripts.Inspect, keys)
 	if err != nil {
 		return LockInfo{}, scriptErr(err, "")
 	}

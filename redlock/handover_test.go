@@ -38,7 +38,7 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 // delay and returns its reply.
 func handRelease(t *testing.T, s *testutil.RedisServer, delay string) []any {
 	t.Helper()
-	keys := []string{handKey, handKey + ":queue", handKey + ":queue:exp", handKey + ":fence"}
+	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp"}
 	reply, err := scripts.Release.Run(testutil.Context(t), s.Client(), keys, handHolder, handKey+":released", "11111111", delay, "1", "").Slice()
 	require.NoError(t, err)
 	return reply

@@ -1,6 +1,7 @@
 -- inspect: read one resource's state without changing it.
--- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) the expiry key of
--- the lock's wait queue (queue.lua, included above)
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] (optional) the
+-- lock's wait queue: tickets and their expiry times (queue.lua, included
+-- above)
 -- Returns {type of the lock key, its value or false, its PTTL, fence counter
 -- or false, the number of live places in the wait queue}.
 local kind = redis.call('TYPE', KEYS[1])
@@ -12,11 +13,11 @@ if type(fkind) == 'table' then fkind = fkind['ok'] end
 local fence = false
 if fkind == 'string' then fence = redis.call('GET', KEYS[2]) end
 local waiting = 0
-if KEYS[3] then
-  local qkind = redis.call('TYPE', KEYS[3])
+if KEYS[4] then
+  local qkind = redis.call('TYPE', KEYS[4])
   if type(qkind) == 'table' then qkind = qkind['ok'] end
   if qkind == 'zset' then
-    waiting = #redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. string.format('%.0f', q_now()), '+inf')
+    waiting = #redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. string.format('%.0f', q_now()), '+inf')
   end
 end
 return {kind, value, redis.call('PTTL', KEYS[1]), fence, waiting}

@@ -5,7 +5,8 @@
 -- announced on the release channel, so that it tries at once (no hand-over
 -- here: this script has written before, and a node out of memory must
 -- refuse a grant's first write).
--- KEYS[1] lock key, KEYS[2] and KEYS[3] the lock's wait queue
+-- KEYS[1] lock key, KEYS[2] fence key (unused), KEYS[3] and KEYS[4] the
+-- lock's wait queue
 -- ARGV[1] the waiter's place (its id, or the member of q_member), ARGV[2]
 -- release channel, ARGV[3] the announcement's id, ARGV[4] "give" or empty
 -- Returns 1 when the waiter was queued here or held the lock, else 0.
@@ -14,14 +15,14 @@ local held = false
 if value and ARGV[4] == 'give' then
   held = l_holds(redis.pcall('GET', KEYS[1]), l_token(value))
 end
-local first, _, _, err = q_scan(KEYS[2], KEYS[3], nil)
+local first, _, _, err = q_scan(KEYS[3], KEYS[4], nil)
 if err then
   first = nil -- someone else's data: no queue to leave
 end
 local queued = false
 if not err then
-  queued = redis.call('ZREM', KEYS[2], ARGV[1]) == 1
-  redis.call('ZREM', KEYS[3], ARGV[1])
+  queued = redis.call('ZREM', KEYS[3], ARGV[1]) == 1
+  redis.call('ZREM', KEYS[4], ARGV[1])
 end
 if not queued and not held then
   return 0
@@ -29,7 +30,7 @@ end
 if held or (first == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0) then
   if held then redis.call('DEL', KEYS[1]) end
   local head = nil
-  if not err then head = q_scan(KEYS[2], KEYS[3], nil) end
+  if not err then head = q_scan(KEYS[3], KEYS[4], nil) end
   if head then head = q_member(head) end
   if head or held then q_announce(ARGV[2], ARGV[3], head) end
 end

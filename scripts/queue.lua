@@ -190,7 +190,7 @@ end
 -- new counter and the channel to announce it on (q_member). Nothing is written before the SET, which a node out of
 -- memory refuses: the lock is then not handed over, and the caller
 -- deletes it. Lapsed places are removed after.
-local function q_give(kl, kq, ke, kf, delay, step, skip)
+local function q_give(kl, kf, kq, ke, delay, step, skip)
   local head, left, gone, err = q_scan(kq, ke, nil, skip)
   if err then return nil, nil, nil end -- not a redlock queue: none
   if not head then

@@ -1,8 +1,8 @@
 -- release: give up the caller's own lock and, when asked, tell waiters it
 -- is free or hand it over to the head of its wait queue. Never touches a
 -- lock held by another token.
--- KEYS[1] lock key, KEYS[2] and KEYS[3] the lock's wait queue, KEYS[4] the
--- fence key (queue.lua)
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
+-- queue (queue.lua); without KEYS[3] the lock has no queue
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
 -- release id waiters count it by), or "" for none; ARGV[4] the rejoin
 -- delay in milliseconds for a hand-over (negative: the rule does not
@@ -31,16 +31,16 @@ end
 -- unplace removes the caller's own place. A queue key that holds someone
 -- else's data is left alone.
 local function unplace()
-  if ARGV[6] and ARGV[6] ~= '' and KEYS[2] then
-    redis.pcall('ZREM', KEYS[2], ARGV[6])
+  if ARGV[6] and ARGV[6] ~= '' and KEYS[3] then
     redis.pcall('ZREM', KEYS[3], ARGV[6])
+    redis.pcall('ZREM', KEYS[4], ARGV[6])
   end
 end
 if not mine then
   unplace()
   return 0
 end
-if ARGV[3] == '' or not KEYS[2] then
+if ARGV[3] == '' or not KEYS[3] then
   redis.call('DEL', KEYS[1])
   unplace()
   if ARGV[3] == '' then return 1 end

@@ -1,9 +1,11 @@
 // Package scripts holds the Lua scripts through which redlock touches Redis.
 //
-// Each script is one round trip and runs atomically on its server. The lock
-// scripts take KEYS[1] = the lock key (P{R}) and, where needed, KEYS[2] = the
-// fence key (P{R}:fence); both share the hash tag {R}, so they fall in one
-// Redis Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
+// Each script is one round trip and runs atomically on its server. Every
+// lock script takes its keys in one order, as many as it needs: KEYS[1] =
+// the lock key (P{R}), KEYS[2] = the fence key (P{R}:fence), KEYS[3] and
+// KEYS[4] = the wait queue's tickets and expiry times (P{R}:queue,
+// P{R}:queue:exp); all share the hash tag {R}, so they fall in one Redis
+// Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
 // the token, never the owner. Scripts are run with go-redis's Script.Run,
 // which tries EVALSHA and falls back to EVAL when the server's script cache
 // does not have them (after a restart or SCRIPT FLUSH). docs/design.md §3 and
@@ -58,7 +60,7 @@ var (
 	Renew = redis.NewScript(lockSrc + renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
-	// lock, queue, queue expiries, fence; ARGV = token, channel,
+	// lock, fence, queue, queue expiries; ARGV = token, channel,
 	// announcement, rejoin delay ms for a hand-over ("" for none), seed
 	// step, the caller's own place. Replies 0 when not held, else 1 + the
 	// subscribers reached, {1 + the subscribers reached, head} when it named
@@ -67,7 +69,7 @@ var (
 	Release = redis.NewScript(lockSrc + queueSrc + releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up: KEYS =
-	// lock, queue, queue expiries; ARGV = waiter's place, channel,
+	// lock, fence, queue, queue expiries; ARGV = waiter's place, channel,
 	// announcement id, "give" to give up a lock handed over to the place.
 	// Replies 1 when the waiter was queued or held the lock, else 0.
 	Leave = redis.NewScript(lockSrc + queueSrc + leaveSrc)
@@ -76,7 +78,7 @@ var (
 	// counter} when done, {0} when the token does not hold the lock.
 	Rehold = redis.NewScript(lockSrc + reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
-	// and optionally the wait queue's expiry key. Replies {lock key type,
+	// and optionally the wait queue (tickets, expiries). Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.
 	Inspect = redis.NewScript(queueSrc + inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
