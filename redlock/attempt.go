@@ -153,6 +153,7 @@ type round struct {
 func (l *Locker) ask(ctx context.Context, ls *Lease, o *outcome, w attemptHooks) round {
 	n := len(l.nodes)
 	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, step: l.seedStep, queue: w.queue()}
+	a.prepare()
 	var r round
 	r.replies, r.deadline = fanout(l, context.WithoutCancel(ctx), "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, i int) (grant, error) {
 		return l.acquireOn(ctx, i, a)

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,10 +28,12 @@ func queueKeys(key string) (tickets, expiries string) { return key + ":queue", k
 
 // lockKeys are a lock's keys in the order every script takes them: lock,
 // fence, queue, queue expiries. Built once per lease and shared by its
-// calls.
+// calls: the last three are cut from one string, key:fence followed by
+// key:queue:exp (key:queue is a prefix of key:queue:exp).
 func lockKeys(key string) []string {
-	qt, qe := queueKeys(key)
-	return []string{key, fenceKey(key), qt, qe}
+	s := key + ":fence" + key + ":queue:exp"
+	k := len(key)
+	return []string{key, s[:k+6], s[k+6 : 2*k+12], s[k+6:]}
 }
 
 // nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
@@ -51,6 +54,19 @@ type acquireArgs struct {
 	ttl          time.Duration
 	floor, step  string
 	queue        *queueArgs
+	// list holds the script's arguments once built (prepare), shared by
+	// the calls of one attempt.
+	list []any
+}
+
+// prepare builds the script's arguments once, for every node of an
+// attempt.
+func (a *acquireArgs) prepare() {
+	if q := a.queue; q != nil {
+		a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, q.member, q.ticket, nodeTTL(q.ttl)}
+	} else {
+		a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step}
+	}
 }
 
 // queueArgs is a waiter's place as an acquire call carries it: what the
@@ -64,14 +80,13 @@ type queueArgs struct {
 
 // acquire runs the acquire script (docs/design.md §5, §11.1).
 func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
-	var reply any
-	var err error
-	if a.queue == nil {
-		reply, err = n.Eval(ctx, scripts.Acquire, a.keys, a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step)
-	} else {
-		q := a.queue
-		reply, err = n.Eval(ctx, scripts.Acquire, a.keys, a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, q.member, q.ticket, nodeTTL(q.ttl))
+	if a.list == nil {
+		a.prepare()
+	} else if a.floor != "" {
+		a.list = slices.Clone(a.list)
+		a.list[3] = a.floor
 	}
+	reply, err := n.Eval(ctx, scripts.Acquire, a.keys, a.list...)
 	if err != nil {
 		return grant{}, scriptErr(err, a.token)
 	}
@@ -115,6 +130,21 @@ type releaseArgs struct {
 	token    string
 	handOver handOver // zero: no hand-over
 	place    string
+	// list holds the script's arguments once built (prepare).
+	list []any
+}
+
+// prepare builds the script's arguments once, for every node that takes
+// the same hand-over.
+func (a *releaseArgs) prepare() {
+	delay, step := "", ""
+	if h := a.handOver; h.step != "" {
+		delay, step = "-1", h.step
+		if h.delay >= 0 {
+			delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
+		}
+	}
+	a.list = []any{a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place}
 }
 
 // handOver is what a node needs to hand a released lock over to the head
@@ -141,14 +171,10 @@ type released struct {
 // release deletes token's lock (or hands it over) and announces it on the
 // lock's release channel (releaseID).
 func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
-	delay, step := "", ""
-	if h := a.handOver; h.step != "" {
-		delay, step = "-1", h.step
-		if h.delay >= 0 {
-			delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
-		}
+	if a.list == nil {
+		a.prepare()
 	}
-	reply, err := n.Eval(ctx, scripts.Release, a.keys, a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place)
+	reply, err := n.Eval(ctx, scripts.Release, a.keys, a.list...)
 	if err != nil {
 		return released{}, scriptErr(err, a.token)
 	}

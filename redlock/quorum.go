@@ -208,10 +208,23 @@ const (
 func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop stopRule, hand handRule) (tally, *heard) {
 	h := &heard{}
 	key := a.keys[0]
+	// The arguments, built once per hand-over the nodes take: a node's
+	// depends only on whether its server keeps its data (handOver).
+	plain, durable := a, a
+	if l.fair && hand == handingOver {
+		plain.handOver, durable.handOver = l.handOver(false), l.handOver(true)
+		if slices.ContainsFunc(idxs, func(i int) bool { return l.durable[i].Load() }) {
+			durable.prepare()
+		}
+	}
+	plain.prepare()
+	if durable.list == nil {
+		durable = plain
+	}
 	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
-		a := a
-		if l.fair && hand == handingOver {
-			a.handOver = l.handOver(i)
+		a := plain
+		if l.durable[i].Load() {
+			a = durable
 		}
 		r, err := release(ctx, l.nodes[i], a)
 		h.add(r)

@@ -293,13 +293,14 @@ func (l *Locker) inboxChannel() string {
 	return releaseChannel(l.inbox)
 }
 
-// handOver is what node i needs to hand a lock it releases over to the
+// handOver is what a node needs to hand a lock it releases over to the
 // head of its wait queue: this Locker's rejoin delay, unless the rule does
-// not apply to the node (RejoinDelay negative, or a server last seen to
-// keep its data through a restart), and its seed step.
-func (l *Locker) handOver(i int) handOver {
+// not apply to the node (RejoinDelay negative, or a durable node: its
+// server was last seen keeping its data through a restart), and the seed
+// step.
+func (l *Locker) handOver(durable bool) handOver {
 	d := l.cfg.RejoinDelay
-	if l.durable[i].Load() {
+	if durable {
 		d = -1
 	}
 	return handOver{delay: d, step: l.seedStep}
@@ -436,7 +437,7 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 // rehold sets key, held by token from on the nodes idxs, to p's own lock
 // value for the lease duration, and returns the nodes that did it with
 // their fence counters: as soon as a majority did, or when ctx ends, or
-// within NodeCallTimeout. ctx cancels no call: a call still running goes on
+// within NodeCallTimeout, or briefly after a node refused. ctx cancels no call: a call still running goes on
 // (recorded among p's calls, which its leaving waits for), and can only
 // move a lock that from still holds.
 func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string, p *place) map[int]fencing.Token {
@@ -454,12 +455,28 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 	})
 	p.addCalls(startedCalls{at: start, wg: wg, over: deadline}, l.cfg.NodeCallTimeout)
 	held := make(map[int]fencing.Token, len(idxs))
-	gather(ctx, replies, deadline, len(idxs), func(r reply[reheld]) bool {
+	refused := 0
+	take := func(r reply[reheld]) bool {
 		if r.err == nil && r.val.ok {
 			held[r.idx] = r.val.c
+		} else if r.err == nil {
+			refused++
 		}
-		return len(held) >= l.quorum
-	})
+		return len(held) >= l.quorum || refused > 0
+	}
+	read, _ := gather(ctx, replies, deadline, len(idxs), take)
+	if len(held) < l.quorum && read < len(idxs) && ctx.Err() == nil {
+		// A node refused (its hand-over may not have come yet): hear the
+		// others only briefly, so that a paused node does not hold the
+		// hand-off up; the next attempt finds the locks where they are.
+		elapsed := time.Since(start)
+		brief, cancel := context.WithTimeout(ctx, min(max(2*elapsed, time.Millisecond), l.cfg.NodeCallTimeout))
+		gather(brief, replies, deadline, len(idxs)-read, func(r reply[reheld]) bool {
+			take(r)
+			return len(held) >= l.quorum
+		})
+		cancel()
+	}
 	return held
 }
 
