@@ -321,12 +321,8 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 		if wait < 0 || !time.Now().Add(wait).Before(ls.ValidUntil()) {
 			break
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if await(ctx, nil, wait) != nil {
 			return t, hs
-		case <-timer.C:
 		}
 		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.releaseArgs(), majorityYes, handingOver)
 		hs = append(hs, h)

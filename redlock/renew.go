@@ -123,15 +123,8 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 			return time.Time{}, false // a majority says it is not ours
 		}
 		wait := b.NextBackOff()
-		if wait < 0 {
+		if wait < 0 || await(ctx, nil, wait) != nil {
 			return time.Time{}, false
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return time.Time{}, false
-		case <-t.C:
 		}
 	}
 }

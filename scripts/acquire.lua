@@ -36,7 +36,7 @@ local cur, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local fence, bad = nil, nil
 if l_holds(cur, ARGV[1]) then
-  fence, bad = q_fence(KEYS[2])
+  fence, bad = c_read(KEYS[2])
   if bad then return redis.error_reply(bad) end
   return {1, fence, redis.call('PTTL', KEYS[1])}
 end
@@ -46,7 +46,7 @@ if cur and wid ~= '' then
   -- token) is reported, not taken: only the place's Acquire may use it.
   local _, _, _, value = q_member(wid)
   if l_holds(cur, l_token(value)) then
-    fence, bad = q_fence(KEYS[2])
+    fence, bad = c_read(KEYS[2])
     if bad then return redis.error_reply(bad) end
     return {2, fence, redis.call('PTTL', KEYS[1])}
   end
@@ -86,10 +86,10 @@ if head and head ~= wid then
     return {0, 0, ticket, left}
   end
 end
-fence, bad = q_fence(KEYS[2])
+fence, bad = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
-if fence == q_top then
-  return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. q_top ..
+if fence == c_top then
+  return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
@@ -98,4 +98,4 @@ if head and head == wid then
   redis.call('ZREM', KEYS[4], wid)
 end
 q_purge(KEYS[3], KEYS[4], gone)
-return {1, q_count(KEYS[2], fence, ARGV[4], ARGV[5])}
+return {1, c_count(KEYS[2], fence, ARGV[4], ARGV[5])}

@@ -8,11 +8,9 @@ if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
   return 0
 end
-local cur = redis.call('GET', KEYS[2])
-if cur and not (cur == '0' or string.match(cur, '^[1-9]%d*$')) then
-  return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' does not hold a counter')
-end
-if not cur or #cur < #ARGV[2] or (#cur == #ARGV[2] and cur < ARGV[2]) then
+local cur, bad = c_read(KEYS[2])
+if bad then return redis.error_reply(bad) end
+if not cur or c_less(cur, ARGV[2]) then
   redis.call('SET', KEYS[2], ARGV[2])
 end
 return 1

@@ -5,11 +5,11 @@
 -- ARGV[1] fencing token (decimal), ARGV[2] value
 -- Returns {1, token} when written, {0, highest token seen} when stale.
 local cur = redis.call('GET', KEYS[2])
-if cur and not (cur == '0' or string.match(cur, '^[1-9]%d*$')) then
+if cur and not c_decimal(cur) then
   return redis.error_reply('WRONGTYPE fence key ' .. KEYS[2] .. ' does not hold a fencing token')
 end
 local t = ARGV[1]
-if cur and (#cur > #t or (#cur == #t and cur > t)) then
+if cur and c_less(t, cur) then
   return {0, cur}
 end
 redis.call('SET', KEYS[2], t)

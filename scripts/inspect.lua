@@ -4,20 +4,20 @@
 -- above)
 -- Returns {type of the lock key, its value or false, its PTTL, fence counter
 -- or false, the number of live places in the wait queue}.
-local kind = redis.call('TYPE', KEYS[1])
-if type(kind) == 'table' then kind = kind['ok'] end
+-- key_type is the type of key k, as TYPE answers it (a status reply,
+-- which Redis hands to Lua as a table).
+local function key_type(k)
+  local t = redis.call('TYPE', k)
+  if type(t) == 'table' then t = t['ok'] end
+  return t
+end
+local kind = key_type(KEYS[1])
 local value = false
 if kind == 'string' then value = redis.call('GET', KEYS[1]) end
-local fkind = redis.call('TYPE', KEYS[2])
-if type(fkind) == 'table' then fkind = fkind['ok'] end
 local fence = false
-if fkind == 'string' then fence = redis.call('GET', KEYS[2]) end
+if key_type(KEYS[2]) == 'string' then fence = redis.call('GET', KEYS[2]) end
 local waiting = 0
-if KEYS[4] then
-  local qkind = redis.call('TYPE', KEYS[4])
-  if type(qkind) == 'table' then qkind = qkind['ok'] end
-  if qkind == 'zset' then
-    waiting = #redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. string.format('%.0f', q_now()), '+inf')
-  end
+if KEYS[4] and key_type(KEYS[4]) == 'zset' then
+  waiting = #redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. string.format('%.0f', q_now()), '+inf')
 end
 return {kind, value, redis.call('PTTL', KEYS[1]), fence, waiting}

@@ -1,5 +1,6 @@
 -- queue: the fair wait queue of one lock (docs/design.md, section 11.1),
--- included at the top of the scripts that use it. Two sorted sets share
+-- included at the top of the scripts that use it, after lock.lua and
+-- counter.lua (q_give counts a new holder). Two sorted sets share
 -- the lock's hash tag: Q maps a waiter id to its ticket, E maps it to the
 -- time its ticket expires (milliseconds on this node's clock). The head of
 -- the queue is the live waiter with the lowest (ticket, id): the same
@@ -113,77 +114,13 @@ local function q_announce(ch, rel, head, counter, hch, kl)
   return redis.call('PUBLISH', ch, rel)
 end
 
-local q_top = '9223372036854775807'
-
--- q_fence reads the fence counter: its value (false when it does not exist
--- yet), or nil and an error text when the key holds something else.
-local function q_fence(kf)
-  local fence = redis.pcall('GET', kf)
-  if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
-    return nil, fence.err
-  end
-  if type(fence) == 'table' or (fence and not (fence == '0' or (string.match(fence, '^[1-9]%d*$')
-      and (#fence < #q_top or (#fence == #q_top and fence <= q_top))))) then
-    return nil, 'WRONGTYPE redlock fence key ' .. kf .. ' holds data that is not a counter'
-  end
-  return fence, nil
-end
-
--- q_count counts a new holder on fence key kf, whose value was read as
--- fence (false: no counter yet; never q_top, which the caller refuses).
--- A new counter starts from the node's clock in microseconds, rounded down
--- to a multiple of step (so that the nodes of one acquisition start equal
--- and the fence step is not needed); a node that restarted empty thus
--- counts on from above every token issued before (docs/design.md, section
--- 6.1). A counter below floor (a canonical decimal, or '' for none) may
--- have lost increments in a restart and counts on from floor. The counter
--- never passes through a Lua number (exact only up to 2^53): INCR's reply
--- is not used. Returns the new counter as Redis stores it.
-local function q_count(kf, fence, floor, step)
-  if not fence then
-    local now = redis.call('TIME')
-    local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    step = tonumber(step or '1') or 1
-    if step < 1 then step = 1 end
-    redis.call('SET', kf, string.format('%.0f', us - us % step))
-  elseif floor and floor ~= '' and (#fence < #floor or (#fence == #floor and fence < floor)) then
-    redis.call('SET', kf, floor)
-  end
-  redis.call('INCR', kf)
-  return redis.call('GET', kf)
-end
-
--- q_rejoin applies the rejoin rule (docs/design.md, section 6.1) on the
--- node itself, for a hand-over: delay is the rejoin delay in milliseconds
--- (negative: the rule does not apply, the server keeps its data through a
--- restart). It returns false while the server has been up for less than
--- the delay or its uptime cannot be read (no grant then), and otherwise
--- the floor for the fence counter: the server's start plus the delay, in
--- microseconds ('' when the rule does not apply or the server does not
--- report its uptime).
-local function q_rejoin(delay)
-  delay = tonumber(delay)
-  if not delay or delay < 0 then return '' end
-  local info = redis.pcall('INFO', 'server')
-  if type(info) == 'table' then
-    if string.find(info.err or '', 'NOPERM', 1, true) then return false end
-    return '' -- a server without INFO server (a stand-in)
-  end
-  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  local now = tonumber(string.match(info, 'server_time_usec:(%d+)'))
-  if not up then return '' end
-  if up * 1000 < delay then return false end
-  if not now then return '' end
-  return string.format('%.0f', now - up * 1000000 + delay * 1000)
-end
-
 -- q_give hands lock kl, which its holder gives up, to the head of its live
 -- queue when the head left what the lock is set to (q_member): the lock
 -- then holds the head's token for the head's ttl, but never longer than
 -- the head's place has left (a waiter that died holds the lock up no
 -- longer than its place would have), its place is removed and the fence
 -- counter counts it as a new holder. delay and step are the rejoin delay
--- (q_rejoin) and the seed step (q_count); the place skip (the releasing
+-- (c_rejoin, counter.lua) and the seed step (c_count, counter.lua); the place skip (the releasing
 -- caller's own) is passed over and removed. It returns the head's id (nil
 -- when the queue has no live place, or a queue key holds someone else's
 -- data) and, when it handed the lock over, the
@@ -200,14 +137,14 @@ local function q_give(kl, kf, kq, ke, delay, step, skip)
   local id, ttl, ch, value = q_member(head)
   local counter = nil
   if ttl and delay and delay ~= '' and math.min(ttl, left) >= 1 then
-    local fence = q_fence(kf)
-    local floor = q_rejoin(delay)
-    if fence ~= nil and fence ~= q_top and floor then
+    local fence = c_read(kf)
+    local floor = c_rejoin(delay)
+    if fence ~= nil and fence ~= c_top and floor then
       local ok = redis.pcall('SET', kl, value, 'PX', math.min(ttl, left))
       if type(ok) == 'table' and ok.ok then
         redis.call('ZREM', kq, head)
         redis.call('ZREM', ke, head)
-        counter = q_count(kf, fence, floor, step)
+        counter = c_count(kf, fence, floor, step)
       end
     end
   end

@@ -13,9 +13,9 @@ if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
   return {0}
 end
-local fence = redis.pcall('GET', KEYS[2])
-if type(fence) ~= 'string' then
-  return redis.error_reply('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds no counter')
+local fence, bad = c_read(KEYS[2])
+if bad or not fence then
+  return redis.error_reply(bad or ('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds no counter'))
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {1, fence}

@@ -39,6 +39,8 @@ var (
 	reholdSrc string
 	//go:embed lock.lua
 	lockSrc string
+	//go:embed counter.lua
+	counterSrc string
 )
 
 var (
@@ -51,10 +53,10 @@ var (
 	// another, {0, pttl, ticket, head's ms left} when the lock has a queue,
 	// and a FENCEEXHAUSTED error, with nothing written, when the counter is
 	// at 2^63-1.
-	Acquire = redis.NewScript(lockSrc + queueSrc + acquireSrc)
+	Acquire = redis.NewScript(lockSrc + counterSrc + queueSrc + acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence. Replies 1 when the caller holds the lock, else 0.
-	Fence = redis.NewScript(lockSrc + fenceSrc)
+	Fence = redis.NewScript(lockSrc + counterSrc + fenceSrc)
 	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
 	// Replies 1 when extended, 0 when not held by the token.
 	Renew = redis.NewScript(lockSrc + renewSrc)
@@ -66,27 +68,27 @@ var (
 	// subscribers reached, {1 + the subscribers reached, head} when it named
 	// the head of the wait queue, or {…, head, counter} when it handed the
 	// lock over to the head.
-	Release = redis.NewScript(lockSrc + queueSrc + releaseSrc)
+	Release = redis.NewScript(lockSrc + counterSrc + queueSrc + releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up: KEYS =
 	// lock, fence, queue, queue expiries; ARGV = waiter's place, channel,
 	// announcement id, "give" to give up a lock handed over to the place.
 	// Replies 1 when the waiter was queued or held the lock, else 0.
-	Leave = redis.NewScript(lockSrc + queueSrc + leaveSrc)
+	Leave = redis.NewScript(lockSrc + counterSrc + queueSrc + leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
 	// = lock, fence; ARGV = holding token, new value, ttl ms. Replies {1,
 	// counter} when done, {0} when the token does not hold the lock.
-	Rehold = redis.NewScript(lockSrc + reholdSrc)
+	Rehold = redis.NewScript(lockSrc + counterSrc + reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue (tickets, expiries). Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.
-	Inspect = redis.NewScript(queueSrc + inspectSrc)
+	Inspect = redis.NewScript(counterSrc + queueSrc + inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.
 	// Replies {1, token} when written, {0, highest token seen} when stale.
-	FencedWrite = redis.NewScript(fencedWriteSrc)
+	FencedWrite = redis.NewScript(counterSrc + fencedWriteSrc)
 )
 
 // All lists every script, for preloading with SCRIPT LOAD and for checks
 // that a server accepts them.
-var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Inspect, FencedWrite}
+var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite}

@@ -1,0 +1,86 @@
+-- counter: the fence counter's helpers, included at the top of the
+-- scripts that read or raise a counter. A counter is a canonical decimal
+-- (no sign, no leading zero) that Redis can INCR; it never passes through a
+-- Lua number, which is exact only up to 2^53: counters are compared as
+-- decimal strings, length first.
+
+local c_top = '9223372036854775807'
+
+-- c_less reports whether canonical decimal a is below canonical decimal b.
+local function c_less(a, b)
+  return #a < #b or (#a == #b and a < b)
+end
+
+-- c_decimal reports whether s is a canonical decimal.
+local function c_decimal(s)
+  return type(s) == 'string' and (s == '0' or string.match(s, '^[1-9]%d*$') ~= nil)
+end
+
+-- c_valid reports whether s is a counter: a canonical decimal up to c_top.
+local function c_valid(s)
+  return c_decimal(s) and not c_less(c_top, s)
+end
+
+local c_top = '9223372036854775807'
+
+-- c_read reads the fence counter: its value (false when it does not exist
+-- yet), or nil and an error text when the key holds something else.
+local function c_read(kf)
+  local fence = redis.pcall('GET', kf)
+  if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
+    return nil, fence.err
+  end
+  if type(fence) == 'table' or (fence and not c_valid(fence)) then
+    return nil, 'WRONGTYPE redlock fence key ' .. kf .. ' holds data that is not a counter'
+  end
+  return fence, nil
+end
+
+-- c_count counts a new holder on fence key kf, whose value was read as
+-- fence (false: no counter yet; never c_top, which the caller refuses).
+-- A new counter starts from the node's clock in microseconds, rounded down
+-- to a multiple of step (so that the nodes of one acquisition start equal
+-- and the fence step is not needed); a node that restarted empty thus
+-- counts on from above every token issued before (docs/design.md, section
+-- 6.1). A counter below floor (a canonical decimal, or '' for none) may
+-- have lost increments in a restart and counts on from floor. The counter
+-- never passes through a Lua number (exact only up to 2^53): INCR's reply
+-- is not used. Returns the new counter as Redis stores it.
+local function c_count(kf, fence, floor, step)
+  if not fence then
+    local now = redis.call('TIME')
+    local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    step = tonumber(step or '1') or 1
+    if step < 1 then step = 1 end
+    redis.call('SET', kf, string.format('%.0f', us - us % step))
+  elseif floor and floor ~= '' and c_less(fence, floor) then
+    redis.call('SET', kf, floor)
+  end
+  redis.call('INCR', kf)
+  return redis.call('GET', kf)
+end
+
+-- c_rejoin applies the rejoin rule (docs/design.md, section 6.1) on the
+-- node itself, for a hand-over: delay is the rejoin delay in milliseconds
+-- (negative: the rule does not apply, the server keeps its data through a
+-- restart). It returns false while the server has been up for less than
+-- the delay or its uptime cannot be read (no grant then), and otherwise
+-- the floor for the fence counter: the server's start plus the delay, in
+-- microseconds ('' when the rule does not apply or the server does not
+-- report its uptime).
+local function c_rejoin(delay)
+  delay = tonumber(delay)
+  if not delay or delay < 0 then return '' end
+  local info = redis.pcall('INFO', 'server')
+  if type(info) == 'table' then
+    if string.find(info.err or '', 'NOPERM', 1, true) then return false end
+    return '' -- a server without INFO server (a stand-in)
+  end
+  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+  local now = tonumber(string.match(info, 'server_time_usec:(%d+)'))
+  if not up then return '' end
+  if up * 1000 < delay then return false end
+  if not now then return '' end
+  return string.format('%.0f', now - up * 1000000 + delay * 1000)
+end
+
