@@ -194,7 +194,7 @@ func (l *Locker) decide(ctx context.Context, ls *Lease, o *outcome, r round) (fe
 	if len(o.granted) < l.quorum {
 		return 0, ae.finish(o.rejoining)
 	}
-	token, err := ls.confirmFence(ctx, context.WithoutCancel(ctx), o.granted, o.counters, ls.validUntil, ae)
+	token, err := ls.confirmFence(ctx, o.granted, o.counters, ls.validUntil, ae)
 	if err == nil && !time.Now().Before(ls.validUntil) {
 		ae.Reason = "validity elapsed during the attempt"
 		err = ae.finish(o.rejoining)
@@ -270,7 +270,7 @@ func (e *AcquireError) finish(rejoining int) error {
 // counters (docs/design.md §6): the maximum F is usable at once when a
 // majority returned exactly F, and otherwise only after a majority of nodes
 // where the lock stands acknowledged raising their counter to F.
-func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counters []fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
+func (ls *Lease) confirmFence(ctx context.Context, granted []int, counters []fencing.Token, validUntil time.Time, ae *AcquireError) (fencing.Token, error) {
 	l := ls.locker
 	var f fencing.Token
 	for _, i := range granted {
@@ -289,7 +289,7 @@ func (ls *Lease) confirmFence(ctx, opCtx context.Context, granted []int, counter
 	// The fence step must end within the validity.
 	fctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
-	replies, deadline := fanout(l, opCtx, "fence", granted, &ls.acquiring, func(ctx context.Context, i int) (bool, error) {
+	replies, deadline := fanout(l, context.WithoutCancel(ctx), "fence", granted, &ls.acquiring, func(ctx context.Context, i int) (bool, error) {
 		return fence(ctx, l.nodes[i], ls.keys, ls.token, f)
 	})
 	var t tally

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/e6344662/go-redlock/fencing"
 )
 
@@ -311,11 +313,14 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 	if context.Cause(ls.ctx) != ErrLeaseReleased {
 		return t, hs
 	}
-	b := l.cfg.NewBackOff()
-	b.Reset()
+	var b backoff.BackOff // made on the first retry: most releases need none
 	for range releaseRetries {
 		if t.yes+t.no >= l.quorum || len(t.silent) == 0 {
 			break
+		}
+		if b == nil {
+			b = l.cfg.NewBackOff()
+			b.Reset()
 		}
 		wait := b.NextBackOff()
 		if wait < 0 || !time.Now().Add(wait).Before(ls.ValidUntil()) {

@@ -398,7 +398,6 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 	defer l.bg.Done()
 	validity := l.cfg.validity()
 	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
-	opCtx := context.WithoutCancel(ctx)
 	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout {
 		// Renew the handed-over locks for the full TTL: the validity then
 		// counts from the renewal's start, on the nodes that confirm, with
@@ -421,7 +420,7 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 	ls := newLease(l, resource, p.token)
 	ls.validUntil = validUntil
 	ae := &AcquireError{Resource: resource, Needed: l.quorum, Total: len(l.nodes)}
-	fence, err := ls.confirmFence(ctx, opCtx, granted, counters, validUntil, ae)
+	fence, err := ls.confirmFence(ctx, granted, counters, validUntil, ae)
 	if err != nil || !time.Now().Before(validUntil) {
 		ls.cancel(ErrLeaseReleased)
 		return nil, tryNow
