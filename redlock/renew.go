@@ -81,13 +81,13 @@ func (ls *Lease) end(ctx context.Context) {
 			// A call of an earlier attempt still on its way may queue the
 			// place again after the release: leave (giving back a lock
 			// handed over to it) once those calls have ended.
-			ls.leaveAfter(late, true)
+			ls.leaveAfter(late, givingBack)
 		}
 	} else if ls.place != "" {
 		// The lock stays until its TTL, but the Acquire's place, which may
 		// still stand where a node refused, must not be handed a lock that
 		// nobody would renew or release: it leaves the queue.
-		ls.leaveAfter(running(ls.queuing, nil), false)
+		ls.leaveAfter(running(ls.queuing, nil), keeping)
 	}
 	l.forget(ls)
 	close(ls.done)
@@ -131,8 +131,8 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 
 // leaveAfter takes the lease's place out of the queue on every node, in
 // the background, once the given attempt calls have ended (leaveQueue);
-// with give, a lock handed over to the place is given up too.
-func (ls *Lease) leaveAfter(calls []startedCalls, give bool) {
+// with givingBack, a lock handed over to the place is given up too.
+func (ls *Lease) leaveAfter(calls []startedCalls, lock handedLock) {
 	l := ls.locker
-	l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: calls}}, l.allIdxs(), give)
+	l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: calls}}, l.allIdxs(), lock)
 }

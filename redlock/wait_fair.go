@@ -169,7 +169,7 @@ func (fw *fairWait) sleep(ctx context.Context, d time.Duration) (*Lease, error) 
 func (fw *fairWait) done(won bool) {
 	fw.leaveHub()
 	if !won && !fw.p.first.IsZero() {
-		fw.l.leaveQueue(fw.key, fw.p, fw.l.allIdxs(), true)
+		fw.l.leaveQueue(fw.key, fw.p, fw.l.allIdxs(), givingBack)
 	}
 }
 
@@ -306,14 +306,26 @@ func (l *Locker) handOver(durable bool) handOver {
 	return handOver{delay: d, step: l.seedStep}
 }
 
+// handedLock says what a place that leaves the queue does with a lock
+// handed over to it.
+type handedLock int
+
+const (
+	// keeping leaves it to its holder (an orphaned lease's lock stays
+	// until its TTL).
+	keeping handedLock = iota
+	// givingBack gives it up: the node frees it, or hands it on.
+	givingBack
+)
+
 // leaveQueue takes p out of key's queue on the nodes idxs once the calls
 // of its attempts that may still queue it have ended: in the background,
 // or at once in the caller's goroutine when the Locker is closed (a closed
 // Locker leaves no place behind). Each call is bounded by NodeCallTimeout.
-// With give (an Acquire that ended without a lease), a node that had
+// With givingBack (an Acquire that ended without a lease), a node that had
 // handed its lock over to p gives it up; where p was the head of a free
 // lock, or gave it up, the node announces the next head.
-func (l *Locker) leaveQueue(key string, p *place, idxs []int, give bool) {
+func (l *Locker) leaveQueue(key string, p *place, idxs []int, lock handedLock) {
 	if p == nil || len(idxs) == 0 {
 		return
 	}
@@ -322,7 +334,7 @@ func (l *Locker) leaveQueue(key string, p *place, idxs []int, give bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.NodeCallTimeout)
 		defer cancel()
 		var wg sync.WaitGroup
-		a := leaveArgs{keys: lockKeys(key), member: p.member, give: give}
+		a := leaveArgs{keys: lockKeys(key), member: p.member, give: lock == givingBack}
 		for _, i := range idxs {
 			wg.Go(func() { _ = leave(ctx, l.nodes[i], a) })
 		}
@@ -509,7 +521,7 @@ func (l *Locker) handed(p *place, w *waiter) ([]int, []fencing.Token) {
 func (l *Locker) givePlaceBack(key string, p *place, w *waiter) {
 	old := *p
 	old.handState = &handState{calls: slices.Clone(p.calls)} // read by the leaving in the background
-	l.leaveQueue(key, &old, l.allIdxs(), true)
+	l.leaveQueue(key, &old, l.allIdxs(), givingBack)
 	fresh := l.newPlace()
 	p.id, p.member, p.token = fresh.id, fresh.member, fresh.token
 	p.found, p.seen = make(map[int]fencing.Token, len(l.nodes)), 0
