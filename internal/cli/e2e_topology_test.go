@@ -74,6 +74,7 @@ func runFences(t *testing.T, env []string, resource string, times int) {
 // URL to use; a shard down fails its row and its cluster's vote.
 func TestE2EThreeClusters(t *testing.T) {
 	t.Parallel()
+	testutil.RedisServerPath(t) // skip here: a skip cannot end the test from the goroutines below
 	clusters := make([]*testutil.Cluster, 3)
 	var wg sync.WaitGroup
 	for i := range clusters {
@@ -186,6 +187,7 @@ func TestE2EThreeClusters(t *testing.T) {
 // its replica a WARN (a failover can lose the last writes).
 func TestE2ESentinelsAndStandalone(t *testing.T) {
 	t.Parallel()
+	testutil.RedisServerPath(t) // skip here: a skip cannot end the test from the goroutines below
 	groups := make([]*testutil.SentinelGroup, 2)
 	var wg sync.WaitGroup
 	for i := range groups {
