@@ -46,7 +46,8 @@ const (
 const exitCodeHelp = `Exit codes:
   0      success (run: COMMAND exited 0)
   1      doctor found a FAIL, or an unexpected error
-  2      usage error: bad flag, argument, node URL, duration or token
+  2      usage error: bad flag, argument, node URL, duration or token; renew
+         without --ttl that would shorten the lock
   3      cannot reach a majority of the nodes
   4      lock busy (held by another token), or --wait ran out
   5      token does not hold the lock (renew, release)
@@ -84,7 +85,10 @@ func (e *cliError) Unwrap() error { return e.err }
 
 // Error kinds, as printed in the "error" field of --json error objects.
 const (
-	kindUsage        = "usage"
+	kindUsage = "usage"
+	// kindWouldShorten: renew without --ttl refused to cut the lock short
+	// (exit 2, like a usage error: give --ttl).
+	kindWouldShorten = "would_shorten"
 	kindFailure      = "failure"
 	kindNoQuorum     = "no_quorum"
 	kindAccessDenied = "access_denied"
