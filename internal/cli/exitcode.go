@@ -8,7 +8,7 @@ import (
 )
 
 // Exit codes. They are part of the command's interface: documented in
-// --help (exitCodeHelp) and README.md (section "Command line"), and tested end to end.
+// --help (exitCodeHelp) and docs/cli.md (section "Exit codes"), and tested end to end.
 const (
 	exitOK = 0
 	// exitFailure: doctor found a FAIL, or an unexpected error.

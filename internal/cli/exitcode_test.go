@@ -228,13 +228,13 @@ func TestRoundDur(t *testing.T) {
 	require.Equal(t, "+0s", signed(-200*time.Nanosecond))
 }
 
-// TestREADMEExitCodes: the README's exit-code table lists the codes of
-// --help, in the same order.
-func TestREADMEExitCodes(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestDocsExitCodes: the exit-code table of the CLI reference (docs/cli.md)
+// lists the codes of --help, in the same order.
+func TestDocsExitCodes(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
 	require.NoError(t, err)
-	_, table, ok := strings.Cut(string(b), "\n### Exit codes\n")
-	require.True(t, ok, "README.md has no Exit codes section")
+	_, table, ok := strings.Cut(string(b), "\n## Exit codes\n")
+	require.True(t, ok, "docs/cli.md has no Exit codes section")
 	table, _, _ = strings.Cut(table, "\n#")
 	var readme []string
 	for _, line := range strings.Split(table, "\n") {
