@@ -116,6 +116,8 @@ func TestPasswordNeverEchoed(t *testing.T) {
 		"redis://127.0.0.1:7306?password=s3cretpw",
 		"redis://127.0.0.1:7306?db=0&sentinel_password=s3cretpw",
 		"redis://u:s3cret%pw@127.0.0.1:7306",
+		"redis://127.0.0.1:7306/s3cretpw",
+		"redis://:s3cret#pw@127.0.0.1:7306",
 	} {
 		t.Run(u, func(t *testing.T) {
 			for _, cmd := range [][]string{{"acquire", "r"}, {"doctor"}} {
@@ -186,7 +188,18 @@ func TestCheckURL(t *testing.T) {
 		{"redis+cluster://:s3cretPW@h:1?bogus=1", "malformed node URL redis+cluster://:xxxxx@h:1?bogus=1: redis: unexpected option: bogus"},
 		{"unix+cluster://h:1", "scheme must be redis:// or rediss://"},
 		{"redis+cluster://", "no host"},
-		{"redis://:s3cretPW@h:1/db", "malformed node URL redis://:xxxxx@h:1/db: redis: invalid database number"},
+		// A password in the path: never shown, and told where it goes.
+		{"redis://:s3cretPW@h:1/db", "malformed node URL redis://:xxxxx@h:1/xxxxx: the path must be a database number such as /0 (a password goes before the host: redis://:PASSWORD@host:port)"},
+		{"redis://host:27211/s3cretPW", "malformed node URL redis://host:27211/xxxxx: the path must be a database number"},
+		{"rediss://host:27211/s3cretPW?dial_timeout=1s", "malformed node URL rediss://host:27211/xxxxx?dial_timeout=1s: the path must be a database number"},
+		{"redis://h:1/", ""},
+		{"redis://h:1/15", ""},
+		// A #, / or ? in a password must be percent-encoded.
+		{"redis://:s3cret#PW@h:1", "malformed node URL redis://:xxxxx@h:1: the password (or user) holds a #, / or ? that is not percent-encoded: write # as %23, / as %2F and ? as %3F"},
+		{"redis://u:s3cret/PW@h:1/0", "not percent-encoded"},
+		{"rediss://u:s3cret?PW@h:1", "not percent-encoded"},
+		{"redis+cluster://:s3cret#PW@h:7000", "not percent-encoded"},
+		{"redis://:s3cret%23PW@h:1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
