@@ -139,7 +139,7 @@ func TestE2EBenchInterrupted(t *testing.T) {
 	time.Sleep(800 * time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	r := waitCLI(t, cmd, &stdout, &stderr, start)
-	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by interrupt")
+	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by SIGINT (Ctrl-C)")
 	res := requireBenchResult(t, r, 2)
 	require.Equal(t, true, res["interrupted"])
 	require.Less(t, res["duration_ms"].(float64), 10000.0)

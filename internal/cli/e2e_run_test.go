@@ -240,7 +240,7 @@ func TestE2ERunInterrupted(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	r = waitCLI(t, cmd, &stdout, &stderr, start)
-	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by interrupt")
+	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by SIGINT (Ctrl-C)")
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err))
 }

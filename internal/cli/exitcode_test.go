@@ -210,7 +210,24 @@ func TestSignalExitCode(t *testing.T) {
 	cancel(&interruptError{sig: syscall.SIGTERM})
 	ce := interrupted(ctx)
 	require.Equal(t, 143, ce.code)
-	require.Equal(t, "interrupted by terminated", ce.msg)
+	require.Equal(t, "interrupted by SIGTERM", ce.msg)
+	require.Equal(t, "terminated", ce.extra["signal"], "the JSON field keeps Go's name")
+}
+
+// TestSignalName: signals as messages name them.
+func TestSignalName(t *testing.T) {
+	tests := []struct {
+		sig  os.Signal
+		want string
+	}{
+		{syscall.SIGINT, "SIGINT (Ctrl-C)"},
+		{syscall.SIGTERM, "SIGTERM"},
+		{syscall.SIGHUP, "SIGHUP"},
+		{syscall.SIGKILL, "signal 9 (killed)"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, signalName(tt.sig))
+	}
 }
 
 // TestRoundDur: durations for people, to about three digits.

@@ -280,3 +280,39 @@ func TestParseErrorJSON(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Empty(t, stdout)
 }
+
+// TestNoCommand: redlock-cli without a command (with --json or not) prints
+// its usage on stderr and exits 2, with the JSON error object under
+// --json; --help alone prints the help on stdout and exits 0.
+func TestNoCommand(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		json bool
+	}{
+		{"nothing", nil, false},
+		{"json", []string{"--json"}, true},
+		{"json and a global flag", []string{"--json", "--ttl", "5s"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runInProcess(t, nil, tt.args...)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, stderr, "Usage:")
+			require.True(t, strings.HasSuffix(stderr, "redlock-cli: no command given (see 'redlock-cli --help')\n"), "stderr: %s", stderr)
+			if tt.json {
+				require.JSONEq(t, `{"error":"usage","exit_code":2,"message":"no command given"}`, stdout)
+			} else {
+				require.Empty(t, stdout)
+			}
+		})
+	}
+	code, stdout, stderr := runInProcess(t, nil, "--help")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, stdout, "Usage:")
+	require.Empty(t, stderr)
+
+	code, _, stderr = runInProcess(t, nil, "aquire", "r")
+	require.Equal(t, exitUsage, code)
+	requireOneLine(t, stderr, `unknown command "aquire" for "redlock-cli"; did you mean acquire?`)
+}
