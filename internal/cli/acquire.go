@@ -32,7 +32,8 @@ func (a *App) acquireCmd() *cobra.Command {
 		Short: "Take a lock and print its token; it lives until its TTL",
 		Long: `Take the lock on RESOURCE and print the resource, the token, the fencing
 token, the nodes that granted it and when it expires. One attempt by default;
-with --wait, retry until the lock is free or DURATION has passed.
+with --wait, retry until the lock is free or DURATION has passed, also while
+no majority of the nodes can be reached.
 
 No process stays behind to renew the lock: it expires after --ttl unless
 "redlock-cli renew" extends it or "redlock-cli release" deletes it, both with
@@ -45,64 +46,121 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource)); err != nil {
 				return err
 			}
-			return a.withSession(cmd.Context(), func(ctx context.Context, s *session) error {
-				lease, err := a.lock(ctx, s, resource, wait)
-				if err != nil {
-					return err
-				}
-				// The lock outlives this process: stop renewing it, and
-				// keep Close from releasing it.
-				lease.Orphan()
-				a.printAcquired(s, lease)
-				return nil
-			})
+			w := startWait(wait)
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			s, err := a.connectWaiting(ctx, w)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			lease, err := a.lock(ctx, s, resource, w)
+			if err != nil {
+				return err
+			}
+			// The lock outlives this process: stop renewing it, and keep
+			// Close from releasing it.
+			lease.Orphan()
+			a.printAcquired(s, lease)
+			return nil
 		},
 	}
 	addWaitFlag(cmd.Flags(), &wait)
 	return cmd
 }
 
-// lock makes one attempt on resource, or with wait > 0 retries for up to
-// wait. Failures are *cliError values.
-func (a *App) lock(ctx context.Context, s *session, resource string, wait time.Duration) (*redlock.Lease, error) {
-	if wait <= 0 {
+// waiting is how long acquire and run may wait (--wait): total, the whole
+// wait as given (0: one attempt), and until, when it ends, counted from
+// the command's start, so that time spent connecting comes out of it.
+type waiting struct {
+	total time.Duration
+	until time.Time
+}
+
+// startWait starts a wait of d from now.
+func startWait(d time.Duration) waiting {
+	if d <= 0 {
+		return waiting{}
+	}
+	return waiting{total: d, until: time.Now().Add(d)}
+}
+
+// connectWaiting connects like connect; with a wait, it retries while no
+// majority of the nodes answers, until they do or the wait runs out (then
+// the last no-quorum error, which says how long it waited). Other errors
+// (usage, access denied) return at once: waiting does not fix them.
+func (a *App) connectWaiting(ctx context.Context, w waiting) (*session, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		s, err := a.connect(ctx)
+		var ce *cliError
+		if err == nil || w.total <= 0 || !errors.As(err, &ce) || ce.code != exitNoQuorum {
+			return s, err
+		}
+		left := time.Until(w.until)
+		if left <= 0 {
+			ce.msg = clip(fmt.Sprintf("still after waiting %s: %s", w.total, ce.msg))
+			if ce.extra == nil {
+				ce.extra = map[string]any{}
+			}
+			ce.extra["waited_ms"] = w.total.Milliseconds()
+			return nil, ce
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if ie := interrupted(ctx); ie != nil {
+				return nil, ie
+			}
+			return nil, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// lock makes one attempt on resource, or with a wait retries until it
+// ends. Failures are *cliError values.
+func (a *App) lock(ctx context.Context, s *session, resource string, w waiting) (*redlock.Lease, error) {
+	if w.total <= 0 {
 		lease, err := s.locker.TryAcquire(ctx, resource)
 		if err != nil {
 			return nil, a.acquireFailure(ctx, s, resource, err, 0)
 		}
 		return lease, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithDeadline(ctx, w.until)
 	defer cancel()
 	lease, err := s.locker.Acquire(wctx, resource)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resource, err, wait)
+		return nil, a.acquireFailure(ctx, s, resource, err, w.total)
 	}
 	return lease, nil
 }
 
 // lockSlot is lock for a semaphore of slots (-n): above 1 it takes one of
-// the slots R#0..R#K-1 (one attempt each, or wait up to wait for any).
-func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots int, wait time.Duration) (*redlock.Lease, error) {
+// the slots R#0..R#K-1 (one attempt each, or wait for any until w ends).
+func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots int, w waiting) (*redlock.Lease, error) {
 	if slots <= 1 {
-		return a.lock(ctx, s, resource, wait)
+		return a.lock(ctx, s, resource, w)
 	}
 	sem, err := s.locker.NewSemaphore(resource, slots)
 	if err != nil {
 		return nil, classify(err)
 	}
-	if wait <= 0 {
+	if w.total <= 0 {
 		lease, err := sem.TryAcquire(ctx)
 		if err != nil {
 			return nil, a.acquireFailure(ctx, s, resource, err, 0)
 		}
 		return lease, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithDeadline(ctx, w.until)
 	defer cancel()
 	lease, err := sem.Acquire(wctx)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resource, err, wait)
+		return nil, a.acquireFailure(ctx, s, resource, err, w.total)
 	}
 	return lease, nil
 }

@@ -184,11 +184,12 @@ func (r *runner) run(ctx context.Context) error {
 
 // acquire connects and takes the lock.
 func (r *runner) acquire(ctx context.Context) (*session, *redlock.Lease, error) {
-	s, err := r.app.connect(ctx)
+	w := startWait(r.wait)
+	s, err := r.app.connectWaiting(ctx, w)
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, err := r.app.lockSlot(ctx, s, r.resource, r.slots, r.wait)
+	lease, err := r.app.lockSlot(ctx, s, r.resource, r.slots, w)
 	if err != nil {
 		s.close()
 		return nil, nil, err
