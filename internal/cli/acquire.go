@@ -47,21 +47,26 @@ the printed token. The token is a secret: whoever has it can release the lock.
 				return err
 			}
 			w := startWait(wait)
+			a.watch = newWatcher(a.observer, a.warnf, w.total > 0)
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
 			s, err := a.connectWaiting(ctx, w)
 			if err != nil {
 				return err
 			}
-			defer s.close()
 			lease, err := a.lock(ctx, s, resource, w)
 			if err != nil {
+				s.close()
 				return err
 			}
 			// The lock outlives this process: stop renewing it, and keep
 			// Close from releasing it.
 			lease.Orphan()
 			a.printAcquired(s, lease)
+			// Closing waits for the attempt's late calls, so that a node
+			// that failed after the majority had answered is named too.
+			s.close()
+			a.watch.flush()
 			return nil
 		},
 	}
@@ -178,9 +183,15 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 		return noQuorumError(err, ae.Granted+len(ae.Refused), ae.Total)
 	case errors.Is(err, redlock.ErrNoQuorum):
 		return noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes))
+	case errors.Is(err, redlock.ErrNotAcquired) && isAE && rejoiningBlocks(ae):
+		return rejoiningError(ae, "")
 	case errors.Is(err, redlock.ErrNotAcquired) && isAE:
 		owner, _ := a.holder(ctx, s, resource)
 		return busyError(ae, owner)
+	case waited > 0 && errors.Is(err, context.DeadlineExceeded) && rejoiningBlocks(a.watch.lastAttempt()):
+		ce := rejoiningError(a.watch.lastAttempt(), fmt.Sprintf("gave up waiting after %s: ", waited))
+		ce.extra["waited_ms"] = waited.Milliseconds()
+		return ce
 	case waited > 0 && errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("gave up waiting for %q after %s: still busy", resource, waited)
 		extra := map[string]any{"waited_ms": waited.Milliseconds()}
@@ -196,6 +207,20 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 		return &cliError{code: exitBusy, kind: kindTimeout, msg: msg, err: err, extra: extra}
 	}
 	return classify(err)
+}
+
+// rejoiningError describes an attempt that rejoining nodes kept from a
+// majority (exit 9): nobody holds the lock, and it passes by itself.
+// prefix starts the message.
+func rejoiningError(ae *redlock.AcquireError, prefix string) *cliError {
+	nodes := rejoiningNodes(ae)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i], _, _ = strings.Cut(n, " ")
+	}
+	msg := fmt.Sprintf("%s%q is unavailable, not busy: %s", prefix, ae.Resource, rejoiningText(ae, nodes))
+	return &cliError{code: exitRejoining, kind: kindRejoining, msg: clip(msg), err: ae,
+		extra: map[string]any{"rejoining": addrs, "granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}}
 }
 
 // holder returns the owner label of resource's holder ("" when it cannot

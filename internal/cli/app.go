@@ -37,6 +37,10 @@ type App struct {
 	// observer, when set (--metrics-addr), receives the events of every
 	// Locker the command makes.
 	observer redlock.Observer
+	// watch, when set (acquire, run), observes the session's Locker in
+	// front of observer: it warns about rejoining and misconfigured nodes
+	// and keeps the last failed attempt.
+	watch *watcher
 }
 
 // rootLong is the help text of redlock-cli itself.

@@ -33,6 +33,11 @@ const (
 	// or the resource's fence counter at its maximum. Waiting will not
 	// help, unlike exitBusy.
 	exitCannotGrant = 8
+	// exitRejoining: the lock is not held by anyone, but nodes that
+	// restarted without appendfsync always sit out their rejoin delay and
+	// leave no majority that can grant it. Unlike exitBusy, nobody holds
+	// it; unlike exitCannotGrant, it passes by itself within the delay.
+	exitRejoining = 9
 	// exitCannotExec and exitNotFound follow the shell's convention for a
 	// COMMAND that cannot be run (run only).
 	exitCannotExec = 126
@@ -56,6 +61,8 @@ const exitCodeHelp = `Exit codes:
          commands, on too many nodes for a majority
   8      the nodes cannot grant the lock: too many for a majority are out of
          memory or read-only replicas, or have the fence counter at its maximum
+  9      unavailable: too many nodes for a majority are rejoining after a
+         restart without appendfsync always (for up to the rejoin delay)
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N
@@ -95,6 +102,7 @@ const (
 	kindNodeFull     = "node_full"
 	kindReadOnly     = "read_only"
 	kindFenceFull    = "fence_exhausted"
+	kindRejoining    = "rejoining"
 	kindBusy         = "busy"
 	kindTimeout      = "wait_timeout"
 	kindNotHeld      = "not_held"

@@ -139,6 +139,9 @@ func (r *runner) run(ctx context.Context) error {
 		stopInterrupt()
 		return err
 	}
+	// Last, after the close has waited for late calls: nodes that failed
+	// after the acquisition's flush.
+	defer r.app.watch.flush()
 	defer s.close()
 	signal.Notify(sigs, stopSignals...)
 	stopInterrupt()
@@ -185,6 +188,7 @@ func (r *runner) run(ctx context.Context) error {
 // acquire connects and takes the lock.
 func (r *runner) acquire(ctx context.Context) (*session, *redlock.Lease, error) {
 	w := startWait(r.wait)
+	r.app.watch = newWatcher(r.app.observer, r.app.warnf, w.total > 0)
 	s, err := r.app.connectWaiting(ctx, w)
 	if err != nil {
 		return nil, nil, err
@@ -194,6 +198,7 @@ func (r *runner) acquire(ctx context.Context) (*session, *redlock.Lease, error) 
 		s.close()
 		return nil, nil, err
 	}
+	r.app.watch.flush()
 	return s, lease, nil
 }
 

@@ -38,6 +38,9 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 	}
 	cfg := a.g.config()
 	cfg.Observer = a.observer
+	if a.watch != nil {
+		cfg.Observer = a.watch
+	}
 	l, err := redlock.New(nodes, cfg)
 	if err != nil {
 		_ = nodes.Close()
