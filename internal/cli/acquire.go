@@ -180,7 +180,7 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 	isAE := errors.As(err, &ae)
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum) && isAE:
-		return noQuorumError(err, ae.Granted+len(ae.Refused), ae.Total)
+		return noQuorumError(err, attemptAnswered(ae), ae.Total)
 	case errors.Is(err, redlock.ErrNoQuorum):
 		return noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes))
 	case errors.Is(err, redlock.ErrNotAcquired) && isAE && rejoiningBlocks(ae):
@@ -207,6 +207,28 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 		return &cliError{code: exitBusy, kind: kindTimeout, msg: msg, err: err, extra: extra}
 	}
 	return classify(err)
+}
+
+// attemptAnswered counts the nodes of a failed attempt that answered: all
+// but those that failed (a *redlock.NodeError each) and those that gave no
+// answer in time ("N nodes did not answer within ..."). A node whose
+// answer came after the attempt was decided answered too: counting only
+// grants and refusals said "0 of 3 answered" with one node up.
+func attemptAnswered(ae *redlock.AcquireError) int {
+	failed := 0
+	for _, err := range ae.NodeErrors {
+		var ne *redlock.NodeError
+		if errors.As(err, &ne) {
+			failed++
+			continue
+		}
+		var n int
+		var rest string
+		if _, scanErr := fmt.Sscanf(err.Error(), "%d nodes did not answer within %s", &n, &rest); scanErr == nil {
+			failed += n
+		}
+	}
+	return max(ae.Granted+len(ae.Refused), ae.Total-failed)
 }
 
 // rejoiningError describes an attempt that rejoining nodes kept from a

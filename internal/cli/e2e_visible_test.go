@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -91,4 +94,88 @@ func TestE2EMinorityMisconfiguredIsVisible(t *testing.T) {
 	r = cli(t, nodesEnv(withReplica), "acquire", "down", "--timeout", "500ms")
 	requireCode(t, r, exitOK, "")
 	require.Empty(t, r.stderr)
+}
+
+// TestE2EStatusWithoutAMajority: with a majority of the nodes down from
+// the start, status still prints every node's row (the live node's lock,
+// the others' errors), counts the node that answered, and exits 3; --json
+// gives the same in one object with the error fields.
+func TestE2EStatusWithoutAMajority(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	r := cli(t, env, "acquire", "jobs", "--owner", "cron-7", "--json")
+	requireCode(t, r, exitOK, "")
+	token := decode(t, r)["token"].(string)
+	require.NoError(t, c.Server(1).Kill())
+	require.NoError(t, c.Server(2).Kill())
+
+	r = cli(t, env, "status", "jobs", "--timeout", "500ms")
+	requireCode(t, r, exitNoQuorum, "cannot reach a majority of the nodes: 1 of 3 answered, 2 needed: ")
+	require.Regexp(t, regexp.QuoteMeta(c.Server(0).Addr())+`\s+held\s+`+token[:8]+`\s+cron-7\s`, r.stdout)
+	for _, i := range []int{1, 2} {
+		require.Regexp(t, regexp.QuoteMeta(c.Server(i).Addr())+`\s+-.*connection refused`, r.stdout)
+	}
+	require.Contains(t, r.stdout, `"jobs": unknown: only 1 nodes answered, quorum 2 of 3`)
+	require.NotContains(t, r.stdout, token)
+
+	r = cli(t, env, "status", "jobs", "--timeout", "500ms", "--json")
+	requireCode(t, r, exitNoQuorum, "1 of 3 answered")
+	st := decode(t, r)
+	require.Equal(t, "no_quorum", st["error"])
+	require.Equal(t, 3.0, st["exit_code"])
+	require.Equal(t, 1.0, st["answered"])
+	require.Equal(t, "unknown", st["state"])
+	nodes := st["nodes"].([]any)
+	require.Len(t, nodes, 3)
+	require.Equal(t, true, nodes[0].(map[string]any)["held"])
+	require.Equal(t, "connection refused", nodes[1].(map[string]any)["error"])
+
+	// Every slot of a semaphore gets its table.
+	r = cli(t, env, "status", "jobs", "-n", "2", "--timeout", "500ms")
+	requireCode(t, r, exitNoQuorum, "1 of 3 answered")
+	require.Contains(t, r.stdout, `"jobs#0": unknown`)
+	require.Contains(t, r.stdout, `"jobs#1": unknown`)
+}
+
+// TestE2EWaitCountsTheNodesThatAnswered: when the majority goes away during
+// a --wait, the final error counts the node that still answered.
+func TestE2EWaitCountsTheNodesThatAnswered(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	r := cli(t, env, "acquire", "held", "--ttl", "30s")
+	requireCode(t, r, exitOK, "")
+
+	cmd := cliCommand(t, env, "acquire", "held", "--wait", "2s", "--timeout", "300ms")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, c.Server(1).Kill())
+	require.NoError(t, c.Server(2).Kill())
+	r = waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, exitNoQuorum, "1 of 3 answered")
+}
+
+// TestAttemptAnswered: the nodes of a failed attempt that answered are all
+// but the failed and the silent ones.
+func TestAttemptAnswered(t *testing.T) {
+	ne := func(addr string) error { return &redlock.NodeError{Addr: addr, Err: errors.New("connection refused")} }
+	tests := []struct {
+		name string
+		ae   redlock.AcquireError
+		want int
+	}{
+		{"two failed, one late", redlock.AcquireError{Total: 3, NodeErrors: []error{ne("a"), ne("b")}}, 1},
+		{"one granted, one refused, one failed", redlock.AcquireError{Total: 3, Granted: 1, Refused: []string{"b"}, NodeErrors: []error{ne("c")}}, 2},
+		{"two silent", redlock.AcquireError{Total: 3, NodeErrors: []error{ne("a"), errors.New("2 nodes did not answer within 300ms")}}, 0},
+		{"five, one silent", redlock.AcquireError{Total: 5, Refused: []string{"a", "b"}, NodeErrors: []error{errors.New("1 nodes did not answer within 1s")}}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, attemptAnswered(&tt.ae))
+		})
+	}
 }
