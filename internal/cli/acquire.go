@@ -157,7 +157,7 @@ func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots i
 	if w.total <= 0 {
 		lease, err := sem.TryAcquire(ctx)
 		if err != nil {
-			return nil, a.acquireFailure(ctx, s, resource, err, 0)
+			return nil, a.slotFailure(ctx, s, sem, err, 0)
 		}
 		return lease, nil
 	}
@@ -165,9 +165,52 @@ func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots i
 	defer cancel()
 	lease, err := sem.Acquire(wctx)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resource, err, w.total)
+		return nil, a.slotFailure(ctx, s, sem, err, w.total)
 	}
 	return lease, nil
+}
+
+// slotFailure is acquireFailure for a semaphore: when every slot is busy
+// (or stayed busy for the wait), the message names each slot's holder, not
+// only the last slot tried.
+func (a *App) slotFailure(ctx context.Context, s *session, sem *redlock.Semaphore, err error, waited time.Duration) *cliError {
+	ce := a.acquireFailure(ctx, s, sem.Slots()[0], err, waited)
+	if ce.code != exitBusy {
+		return ce
+	}
+	resource, _, _ := strings.Cut(sem.Slots()[0], "#")
+	var held []string
+	var holders []map[string]any
+	for _, slot := range sem.Slots() {
+		owner, ttl := a.holder(ctx, s, slot)
+		h := map[string]any{"slot": slot}
+		text := slot
+		if owner != "" {
+			h["owner"] = owner
+			text += " held by " + owner
+		}
+		if ttl != 0 {
+			h["ttl_ms"] = ttlMillis(ttl)
+			if ttl > 0 {
+				text += " for " + roundDur(ttl).String() + " more"
+			}
+		}
+		held = append(held, text)
+		holders = append(holders, h)
+	}
+	msg := fmt.Sprintf("all %d slots of %q are busy: %s", len(held), resource, strings.Join(held, "; "))
+	if waited > 0 {
+		msg = fmt.Sprintf("gave up waiting for a slot of %q after %s: all %d slots are still busy: %s",
+			resource, waited, len(held), strings.Join(held, "; "))
+	}
+	ce.msg = clip(msg)
+	if ce.extra == nil {
+		ce.extra = map[string]any{}
+	}
+	delete(ce.extra, "holder_owner")
+	delete(ce.extra, "holder_ttl_ms")
+	ce.extra["slots"] = holders
+	return ce
 }
 
 // acquireFailure maps a failed acquisition to a *cliError: interrupted, no

@@ -295,10 +295,25 @@ func TestE2ERunSemaphore(t *testing.T) {
 	require.Equal(t, 2, most, "two at once, never three")
 
 	// Two slots held: a third holder is refused, and status shows them.
-	requireCode(t, cli(t, env, "acquire", "encoders#0", "--ttl", "30s"), exitOK, "")
-	requireCode(t, cli(t, env, "acquire", "encoders#1", "--ttl", "30s"), exitOK, "")
+	requireCode(t, cli(t, env, "acquire", "encoders#0", "--ttl", "30s", "--owner", "enc-a"), exitOK, "")
+	requireCode(t, cli(t, env, "acquire", "encoders#1", "--ttl", "30s", "--owner", "enc-b"), exitOK, "")
 	r := cli(t, env, "run", "encoders", "-n", "2", "--", testBin)
-	requireCode(t, r, exitBusy, "")
+	requireCode(t, r, exitBusy, `all 2 slots of "encoders" are busy: encoders#0 held by enc-a for `)
+	require.Regexp(t, `encoders#0 held by enc-a for [0-9.]+s more; encoders#1 held by enc-b for [0-9.]+s more`, r.stderr)
+	r = cli(t, env, "run", "encoders", "-n", "2", "--json", "--", testBin)
+	requireCode(t, r, exitBusy, "all 2 slots")
+	busy := decode(t, r)
+	require.Equal(t, "busy", busy["error"])
+	slots := busy["slots"].([]any)
+	require.Len(t, slots, 2)
+	for i, owner := range []string{"enc-a", "enc-b"} {
+		sl := slots[i].(map[string]any)
+		require.Equal(t, fmt.Sprintf("encoders#%d", i), sl["slot"])
+		require.Equal(t, owner, sl["owner"])
+		require.Greater(t, sl["ttl_ms"].(float64), 20000.0)
+	}
+	r = cli(t, env, "run", "encoders", "-n", "2", "--wait", "300ms", "--", testBin)
+	requireCode(t, r, exitBusy, `gave up waiting for a slot of "encoders" after 300ms: all 2 slots are still busy: encoders#0 held by enc-a`)
 	r = cli(t, env, "status", "encoders", "-n", "2", "--json")
 	requireCode(t, r, exitOK, "")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -310,6 +325,19 @@ func TestE2ERunSemaphore(t *testing.T) {
 		require.Equal(t, "held", st["state"])
 	}
 	requireCode(t, cli(t, env, "run", "encoders", "-n", "0", "--", testBin), exitUsage, "-n must be between 1 and")
+
+	// run -n --json names the slot its fence belongs to.
+	r = cli(t, env, "run", "jobs", "-n", "3", "--json", "--", "true")
+	requireCode(t, r, exitOK, "")
+	res := decode(t, r)
+	require.Equal(t, "jobs", res["resource"])
+	require.Regexp(t, `^jobs#[012]$`, res["slot"])
+	r = cli(t, env, "status", res["slot"].(string), "--json")
+	requireCode(t, r, exitOK, "")
+	require.Equal(t, res["fence"], decode(t, r)["fence"], "the fence is the slot's")
+	r = cli(t, env, "run", "jobs", "--json", "--", "true")
+	requireCode(t, r, exitOK, "")
+	require.NotContains(t, decode(t, r), "slot", "no slot without -n")
 }
 
 // TestE2ERunWaitersTakeTurnsInArrivalOrder: four `run --wait` processes

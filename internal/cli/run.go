@@ -26,7 +26,10 @@ const defaultKillAfter = 10 * time.Second
 
 // runResult is the --json output of run, printed after COMMAND exits.
 type runResult struct {
-	Resource      string `json:"resource"`
+	Resource string `json:"resource"`
+	// Slot is the semaphore slot held (-n K above 1), RESOURCE#i: the
+	// resource the fence belongs to, as in REDLOCK_RESOURCE.
+	Slot          string `json:"slot,omitempty"`
 	Fence         uint64 `json:"fence"`
 	ExitCode      int    `json:"exit_code"`
 	ChildExitCode int    `json:"child_exit_code"`
@@ -159,8 +162,13 @@ func (r *runner) run(ctx context.Context) error {
 	out := r.supervise(child, lease, sigs)
 	released := r.release(s, lease)
 
+	slot := ""
+	if r.slots > 1 {
+		slot = lease.Resource()
+	}
 	res := runResult{
 		Resource:      r.resource,
+		Slot:          slot,
 		Fence:         uint64(lease.Fence()),
 		ExitCode:      out.code,
 		ChildExitCode: out.childCode,
