@@ -25,8 +25,9 @@ func TestE2ENodesThatCannotGrant(t *testing.T) {
 	env := nodesEnv(c.URLs())
 
 	r := cli(t, env, "acquire", "full")
-	requireCode(t, r, exitCannotGrant, "out of memory")
-	require.Contains(t, r.stderr, "OOM")
+	requireCode(t, r, exitCannotGrant, `"full" cannot be granted: 2 of 3 nodes are out of memory (free memory or raise maxmemory), too many for the 2 needed: `)
+	require.Equal(t, 1, strings.Count(r.stderr, "OOM"), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "out of memory"), r.stderr)
 
 	r = cli(t, env, "acquire", "full", "--wait", "20s", "--json")
 	requireCode(t, r, exitCannotGrant, "out of memory")
@@ -43,4 +44,27 @@ func TestE2ENodesThatCannotGrant(t *testing.T) {
 		require.Zero(t, n, "node %d: no lock left behind", i)
 	}
 	require.False(t, strings.Contains(r.stdout, "no_quorum"))
+}
+
+// TestE2EReplicasCannotGrant: a majority of read-only replicas exits 8
+// with one message that says it once, names the replicas and quotes the
+// server's reply once.
+func TestE2EReplicasCannotGrant(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 4)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers()[2:] {
+		require.NoError(t, s.Do(ctx, "REPLICAOF", "127.0.0.1", c.Server(0).Port()).Err())
+	}
+	env := nodesEnv(c.URLs()[1:])
+	r := cli(t, env, "acquire", "ro")
+	requireCode(t, r, exitCannotGrant, `"ro" cannot be granted: 2 of 3 nodes are read-only replicas (every node must be a primary: check the node URLs), too many for the 2 needed: `)
+	require.Contains(t, r.stderr, c.Server(2).Addr())
+	require.Contains(t, r.stderr, c.Server(3).Addr())
+	require.Equal(t, 1, strings.Count(r.stderr, "READONLY"), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "read-only"), r.stderr)
+
+	r = cli(t, env, "acquire", "ro", "--json")
+	requireCode(t, r, exitCannotGrant, "read-only replicas")
+	require.Equal(t, kindReadOnly, decode(t, r)["error"])
 }

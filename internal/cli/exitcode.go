@@ -3,6 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/redlock"
 )
@@ -148,6 +151,54 @@ func classify(err error) *cliError {
 	var ae *redlock.AcquireError
 	if e.code == exitCannotGrant && errors.As(err, &ae) {
 		e.extra = map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
+		e.msg = cannotGrantMessage(ae)
 	}
 	return e
+}
+
+// cannotGrantKinds are the sentinels of exit 8, and how a message says
+// what the nodes are.
+var cannotGrantKinds = []struct {
+	kind error
+	are  string
+}{
+	{redlock.ErrNodeFull, "are out of memory (free memory or raise maxmemory)"},
+	{redlock.ErrReadOnly, "are read-only replicas (every node must be a primary: check the node URLs)"},
+	{redlock.ErrFenceExhausted, "have the resource's fence counter at its maximum (lock it under a new name)"},
+}
+
+// cannotGrantMessage says once why ae's nodes cannot grant the lock,
+// naming them and quoting the server's reply once: the library's own
+// message repeats the reason for the error, the attempt and each node.
+func cannotGrantMessage(ae *redlock.AcquireError) string {
+	for _, k := range cannotGrantKinds {
+		if !errors.Is(ae, k.kind) {
+			continue
+		}
+		var addrs []string
+		var others []*redlock.NodeError
+		reply := ""
+		for _, ne := range nodeErrors(ae) {
+			if !errors.Is(ne.Err, k.kind) {
+				others = append(others, ne)
+				continue
+			}
+			addrs = append(addrs, ne.Addr)
+			var rerr redis.Error
+			if reply == "" && errors.As(ne.Err, &rerr) {
+				reply, _, _ = strings.Cut(rerr.Error(), ". script:")
+				reply = strings.TrimPrefix(reply, k.kind.Error()+": ")
+			}
+		}
+		msg := fmt.Sprintf("%q cannot be granted: %d of %d nodes %s, too many for the %d needed: %s",
+			ae.Resource, len(addrs), ae.Total, k.are, ae.Needed, strings.Join(addrs, ", "))
+		if reply != "" {
+			msg += " (" + strings.Join(strings.Fields(reply), " ") + ")"
+		}
+		if len(others) > 0 {
+			msg += "; " + summarizeNodes(others)
+		}
+		return clip(msg)
+	}
+	return oneLine(ae)
 }
