@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,14 @@ func TestE2ENodesThatCannotGrant(t *testing.T) {
 		require.Zero(t, n, "node %d: no lock left behind", i)
 	}
 	require.False(t, strings.Contains(r.stdout, "no_quorum"))
+
+	// doctor agrees: the full nodes are FAIL (it said "no FAIL" before).
+	r = cli(t, env, "doctor")
+	requireCode(t, r, exitFailure, "FAIL")
+	for _, s := range c.Servers()[1:] {
+		require.Regexp(t, regexp.QuoteMeta(s.Addr())+`\s+memory\s+FAIL\s+out of memory: `, r.stdout)
+	}
+	require.Regexp(t, regexp.QuoteMeta(c.Server(0).Addr())+`\s+memory\s+OK\s+`, r.stdout)
 }
 
 // TestE2EReplicasCannotGrant: a majority of read-only replicas exits 8
