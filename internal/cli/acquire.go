@@ -137,6 +137,8 @@ func (a *App) lock(ctx context.Context, s *session, resource string, w waiting) 
 	}
 	wctx, cancel := context.WithDeadline(ctx, w.until)
 	defer cancel()
+	wctx, done := a.watch.waitWith(wctx)
+	defer done()
 	lease, err := s.locker.Acquire(wctx, resource)
 	if err != nil {
 		return nil, a.acquireFailure(ctx, s, resource, err, w.total)
@@ -163,6 +165,8 @@ func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots i
 	}
 	wctx, cancel := context.WithDeadline(ctx, w.until)
 	defer cancel()
+	wctx, done := a.watch.waitWith(wctx)
+	defer done()
 	lease, err := sem.Acquire(wctx)
 	if err != nil {
 		return nil, a.slotFailure(ctx, s, sem, err, w.total)
@@ -218,6 +222,11 @@ func (a *App) slotFailure(ctx context.Context, s *session, sem *redlock.Semaphor
 func (a *App) acquireFailure(ctx context.Context, s *session, resource string, err error, waited time.Duration) *cliError {
 	if ie := interrupted(ctx); ie != nil {
 		return ie
+	}
+	if last := a.watch.lastAttempt(); last != nil {
+		if ce := scriptsDisabledError(last, nodeErrors(last), last.Total); ce != nil {
+			return ce // the watcher ended the wait: it cannot help
+		}
 	}
 	var ae *redlock.AcquireError
 	isAE := errors.As(err, &ae)

@@ -77,3 +77,32 @@ func TestE2EReplicasCannotGrant(t *testing.T) {
 	requireCode(t, r, exitCannotGrant, "read-only replicas")
 	require.Equal(t, kindReadOnly, decode(t, r)["error"])
 }
+
+// TestE2EScriptsDisabled: nodes with EVALSHA and EVAL renamed away answer
+// every command but the scripts. A majority of them exits 8
+// (scripts_disabled), not 3 ("cannot reach", retry may help); a minority
+// leaves the lock to the others, with a warning.
+func TestE2EScriptsDisabled(t *testing.T) {
+	t.Parallel()
+	renamed := testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`)
+	c := testutil.StartRedis(t, 3, renamed)
+	env := nodesEnv(c.URLs())
+	for _, args := range [][]string{{"acquire", "x"}, {"acquire", "x", "--wait", "5s"}, {"status", "x"}, {"run", "x", "--", "true"}} {
+		r := cli(t, env, args...)
+		requireCode(t, r, exitCannotGrant, "the nodes cannot run redlock's scripts: ")
+		require.Contains(t, r.stderr, "have EVALSHA or EVAL renamed or disabled (rename-command), too many for the 2 needed")
+		require.NotContains(t, r.stderr, "cannot reach")
+		require.Less(t, r.elapsed, 4*time.Second, "%q gave up at once", args)
+	}
+	r := cli(t, env, "acquire", "x", "--json")
+	requireCode(t, r, exitCannotGrant, "")
+	obj := decode(t, r)
+	require.Equal(t, "scripts_disabled", obj["error"])
+	require.GreaterOrEqual(t, len(obj["nodes"].([]any)), 2)
+
+	// One such node of three: the lock works, and the node is named.
+	good := testutil.StartRedis(t, 2)
+	bad := testutil.StartRedisServer(t, renamed)
+	r = cli(t, nodesEnv(append(good.URLs(), bad.URL())), "acquire", "y")
+	requireCode(t, r, exitOK, "warning: node "+bad.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
+}

@@ -63,7 +63,8 @@ const exitCodeHelp = `Exit codes:
   7      access denied: a wrong password or user, or an ACL without the needed
          commands, on too many nodes for a majority
   8      the nodes cannot grant the lock: too many for a majority are out of
-         memory or read-only replicas, or have the fence counter at its maximum
+         memory or read-only replicas, have the fence counter at its maximum,
+         or have EVALSHA or EVAL renamed or disabled
   9      unavailable: too many nodes for a majority are rejoining after a
          restart without appendfsync always (for up to the rejoin delay)
   126    run: COMMAND cannot be executed
@@ -106,12 +107,15 @@ const (
 	kindReadOnly     = "read_only"
 	kindFenceFull    = "fence_exhausted"
 	kindRejoining    = "rejoining"
-	kindBusy         = "busy"
-	kindTimeout      = "wait_timeout"
-	kindNotHeld      = "not_held"
-	kindLeaseLost    = "lease_lost"
-	kindInterrupt    = "interrupted"
-	kindExec         = "cannot_exec"
+	// kindScriptsDisabled: EVALSHA or EVAL renamed or disabled on too
+	// many nodes (exit 8).
+	kindScriptsDisabled = "scripts_disabled"
+	kindBusy            = "busy"
+	kindTimeout         = "wait_timeout"
+	kindNotHeld         = "not_held"
+	kindLeaseLost       = "lease_lost"
+	kindInterrupt       = "interrupted"
+	kindExec            = "cannot_exec"
 )
 
 // usageErrorf returns a usage error (exit 2).

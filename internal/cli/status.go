@@ -134,6 +134,9 @@ func (a *App) reportStatus(res statusResult, errs []*redlock.NodeError) error {
 		if accessDenied(errs, res.Total) {
 			ce.code, ce.kind, ce.msg = exitAccessDenied, kindAccessDenied, clip(accessDeniedPrefix+msg)
 		}
+		if sd := scriptsDisabledError(nil, errs, res.Total); sd != nil {
+			ce.code, ce.kind, ce.msg = sd.code, sd.kind, sd.msg
+		}
 		res.Error, res.Message, res.ExitCode = ce.kind, a.redact(ce.msg), ce.code
 	}
 	a.report(res, func() { a.printStatus(res) })

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,6 +37,30 @@ type watcher struct {
 	warnedRejoin bool
 	warnedNodes  map[string]bool
 	nodeWarnings []string // printed by flush, once the lock is taken
+	// abort ends a waiting Acquire once an attempt shows that waiting
+	// cannot help (nodes without scripts); nil when nothing waits.
+	abort context.CancelCauseFunc
+}
+
+// errGiveUp is the cause with which the watcher ends a waiting Acquire.
+var errGiveUp = errors.New("waiting cannot help")
+
+// waitWith returns ctx made cancelable by the watcher, for one waiting
+// Acquire, and the function that undoes it.
+func (w *watcher) waitWith(ctx context.Context) (context.Context, func()) {
+	if w == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	w.mu.Lock()
+	w.abort = cancel
+	w.mu.Unlock()
+	return ctx, func() {
+		w.mu.Lock()
+		w.abort = nil
+		w.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // newWatcher returns a watcher passing events on to next (may be nil) and
@@ -57,6 +82,9 @@ func (w *watcher) Observe(e redlock.Event) {
 		}
 		w.mu.Lock()
 		w.last = ae
+		if w.abort != nil && scriptsDisabledError(ae, nodeErrors(ae), ae.Total) != nil {
+			w.abort(errGiveUp)
+		}
 		first := w.waits && !w.warnedRejoin
 		nodes := rejoiningNodes(ae)
 		if len(nodes) > 0 {
@@ -121,6 +149,8 @@ func lastingReason(err error) string {
 		return "its fence counter for the resource is at its maximum"
 	case errors.Is(err, redlock.ErrWrongType):
 		return "a lock key holds someone else's data"
+	case isScriptsDisabled(err):
+		return "EVALSHA or EVAL is renamed or disabled there (rename-command), and every lock operation is a Lua script"
 	}
 	return ""
 }
