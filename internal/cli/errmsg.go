@@ -72,6 +72,8 @@ func reason(err error) string {
 	var errno syscall.Errno
 	var nerr net.Error
 	switch {
+	case isUnknownMaster(err):
+		return unknownMasterReason
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
 	case errors.As(err, &errno):
@@ -80,6 +82,27 @@ func reason(err error) string {
 		return "timed out"
 	}
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// sentinelsUnreachable starts go-redis's error when no sentinel of a
+// Sentinel URL gave the primary's address.
+const sentinelsUnreachable = "all sentinels specified in configuration are unreachable:"
+
+// unknownMasterReason is the reason shown for isUnknownMaster.
+const unknownMasterReason = "the sentinels answered, but none knows a primary by this master_name: check ?master_name= in the URL (SENTINEL MASTERS lists the names)"
+
+// isUnknownMaster reports whether err is go-redis's "all sentinels ...
+// are unreachable" made only of "redis: nil" answers: every sentinel was
+// reached and said it knows no primary by that name (a master_name typo),
+// which the words "unreachable: redis: nil" hide.
+func isUnknownMaster(err error) bool {
+	msg := err.Error()
+	i := strings.Index(msg, sentinelsUnreachable)
+	if i < 0 {
+		return false
+	}
+	rest := strings.ReplaceAll(msg[i+len(sentinelsUnreachable):], "redis: nil", "")
+	return strings.TrimSpace(rest) == "" && strings.Contains(msg[i:], "redis: nil")
 }
 
 // summarizeNodes formats node errors as "addr: reason; addr: reason", in

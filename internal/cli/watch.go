@@ -149,6 +149,8 @@ func lastingReason(err error) string {
 		return "its fence counter for the resource is at its maximum"
 	case errors.Is(err, redlock.ErrWrongType):
 		return "a lock key holds someone else's data"
+	case isUnknownMaster(err):
+		return unknownMasterReason
 	case isScriptsDisabled(err):
 		return "EVALSHA or EVAL is renamed or disabled there (rename-command), and every lock operation is a Lua script"
 	}
