@@ -210,6 +210,35 @@ func TestE2ERunForwardsSignals(t *testing.T) {
 	require.Equal(t, "free", decode(t, r)["state"])
 }
 
+// TestE2ERunSecondSignalKills: a COMMAND that ignores the Ctrl-C that run
+// forwards keeps running; a second Ctrl-C kills it (SIGKILL to its group),
+// run exits 137 and releases the lock.
+func TestE2ERunSecondSignalKills(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := cliCommand(t, append(env, childEnv("deaf", out)...), "run", "svc", "--json", "--", testBin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	pid := readPID(t, out)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	time.Sleep(300 * time.Millisecond)
+	require.False(t, processGone(pid), "COMMAND ignores the first SIGINT")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	r := waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, 128+int(syscall.SIGKILL), "SIGINT (Ctrl-C) again while COMMAND still runs; sending SIGKILL")
+	require.Less(t, r.elapsed, 5*time.Second)
+	require.True(t, processGone(pid))
+	res := decode(t, r)
+	require.Equal(t, "killed", res["child_signal"])
+	require.Equal(t, true, res["released"])
+	r = cli(t, env, "status", "svc", "--json")
+	require.Equal(t, "free", decode(t, r)["state"])
+}
+
 // TestE2ERunReapsGroup: processes COMMAND leaves behind in its group are
 // stopped before the lock is released.
 func TestE2ERunReapsGroup(t *testing.T) {

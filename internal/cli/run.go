@@ -43,7 +43,8 @@ type runResult struct {
 const runLong = `Acquire the lock on RESOURCE (one attempt, or wait up to --wait), then run
 COMMAND with REDLOCK_RESOURCE, REDLOCK_TOKEN and REDLOCK_FENCE in its
 environment, renewing the lock while it runs. SIGINT, SIGTERM and SIGHUP are
-forwarded to COMMAND. When COMMAND exits, the lock is released and
+forwarded to COMMAND; a second one (a second Ctrl-C) while COMMAND still
+runs sends it SIGKILL. When COMMAND exits, the lock is released and
 redlock-cli exits with COMMAND's exit code (128+N if killed by signal N).
 
 If the lease is lost while COMMAND runs (no majority renewed it in time),
