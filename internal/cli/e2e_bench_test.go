@@ -136,7 +136,9 @@ func TestE2EBenchInterrupted(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	require.NoError(t, cmd.Start())
-	time.Sleep(800 * time.Millisecond)
+	// Long enough for acquisitions to be counted, also for a race-enabled
+	// binary on a loaded machine (after 800ms one run had counted none).
+	time.Sleep(2 * time.Second)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	r := waitCLI(t, cmd, &stdout, &stderr, start)
 	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by SIGINT (Ctrl-C)")

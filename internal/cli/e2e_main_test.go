@@ -95,7 +95,9 @@ func cliCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
 }
 
 // waitCLI waits for a started invocation, killing it after cliTimeout.
-func waitCLI(t *testing.T, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, start time.Time) result {
+// stdout and stderr are the buffers the command writes to (a
+// *bytes.Buffer, or a *lockedBuffer when the test reads one meanwhile).
+func waitCLI(t *testing.T, cmd *exec.Cmd, stdout, stderr fmt.Stringer, start time.Time) result {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

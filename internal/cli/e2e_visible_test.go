@@ -44,7 +44,7 @@ func TestE2ERejoiningNodesAreNotBusy(t *testing.T) {
 
 	// Waiting: one warning line at once, then the lock.
 	cmd := cliCommand(t, env, "acquire", "fresh", delay, "--wait", "20s", "--json")
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr lockedBuffer // read while the command writes
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	require.NoError(t, cmd.Start())
