@@ -266,7 +266,12 @@ func TestE2ERunInterrupted(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	require.NoError(t, cmd.Start())
-	time.Sleep(300 * time.Millisecond)
+	// Once run waits in the lock's queue (its signal handler is set: a
+	// fixed sleep was too short for a race-enabled binary under load).
+	waitFor(t, 10*time.Second, "run to wait in the queue", func() bool {
+		st := cli(t, env, "status", "svc", "--json")
+		return st.code == exitOK && decode(t, st)["waiting"].(float64) >= 1
+	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	r = waitCLI(t, cmd, &stdout, &stderr, start)
 	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by SIGINT (Ctrl-C)")
