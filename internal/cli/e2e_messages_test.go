@@ -27,7 +27,7 @@ func TestE2ESentinelNameTypo(t *testing.T) {
 	c := testutil.StartRedis(t, 2)
 	r = cli(t, nodesEnv([]string{typo, c.URLs()[0], c.URLs()[1]}), "acquire", "x")
 	requireCode(t, r, exitOK, "warning: node sentinel(lokcs@")
-	require.Contains(t, r.stderr, "none knows a primary by this master_name")
+	require.Equal(t, 1, strings.Count(r.stderr, "none knows a primary by this master_name"), r.stderr)
 }
 
 // TestE2ETLSAgainstAPlainServer: rediss:// against a server without TLS

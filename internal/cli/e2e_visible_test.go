@@ -87,6 +87,8 @@ func TestE2EMinorityMisconfiguredIsVisible(t *testing.T) {
 	})
 	r := cli(t, nodesEnv(withReplica), "acquire", "rep", "--json")
 	requireCode(t, r, exitOK, "warning: node "+s.Server(3).Addr()+" cannot take part in the quorum: it is a read-only replica")
+	require.Contains(t, r.stderr, "(READONLY You can't write against a read only replica")
+	require.Equal(t, 1, strings.Count(r.stderr, s.Server(3).Addr()), r.stderr)
 	require.Len(t, decode(t, r)["granted"], 2)
 
 	// A node that is merely down is shown by status, not warned about here.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -103,9 +105,11 @@ func (w *watcher) Observe(e redlock.Event) {
 		defer w.mu.Unlock()
 		if !w.warnedNodes[e.Node] {
 			w.warnedNodes[e.Node] = true
-			w.nodeWarnings = append(w.nodeWarnings, fmt.Sprintf(
-				"warning: node %s cannot take part in the quorum: %s; the lock rests on the other nodes, with one failure fewer to spare (%s)",
-				e.Node, why, oneLine(e.Err)))
+			msg := fmt.Sprintf("warning: node %s cannot take part in the quorum: %s; the lock rests on the other nodes, with one failure fewer to spare", e.Node, why)
+			if said := serverSaid(e.Err); said != why {
+				msg += " (" + said + ")"
+			}
+			w.nodeWarnings = append(w.nodeWarnings, msg)
 		}
 	}
 }
@@ -133,6 +137,22 @@ func (w *watcher) lastAttempt() *redlock.AcquireError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
+}
+
+// serverSaid is what the server answered in err, one node's failure,
+// without the library's prefixes (the node's address, the sentinel's words
+// that lastingReason already says), or the failure's short reason.
+func serverSaid(err error) string {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return reason(unwrapNode(err))
+	}
+	msg := rerr.Error()
+	for _, k := range []error{redlock.ErrReadOnly, redlock.ErrNodeFull, redlock.ErrFenceExhausted, redlock.ErrWrongType} {
+		msg = strings.TrimPrefix(msg, k.Error()+": ")
+	}
+	msg, _, _ = strings.Cut(msg, ". script:")
+	return clip(strings.Join(strings.Fields(msg), " "))
 }
 
 // lastingReason says why err, one node's failure, will not pass by itself,
