@@ -27,7 +27,8 @@ tidy:
 # The quick loop: go test -short, miniredis only. Every test that starts a
 # real redis-server skips under -short (testutil.RedisServerPath), even with
 # REDLOCK_REQUIRE_REDIS=1, so this passes with no redis-server installed.
-# About 27 s warm on a shared 2-core machine, most of it ./redlock.
+# 27 s warm on a shared 2-core machine at load average 4-5 (about 40 s at
+# 7-8), most of it ./redlock.
 quick unit:
 	$(GO) test -short -count=1 -timeout 5m ./...
 
