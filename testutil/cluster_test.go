@@ -206,6 +206,7 @@ func TestClusterFailoverPromotesTheReplica(t *testing.T) {
 }
 
 func TestClusterCleanupStopsEverything(t *testing.T) {
+	testutil.RedisServerPath(t) // skip here, not only in the subtest
 	t.Parallel()
 	var pids []int
 	t.Run("inner", func(t *testing.T) {

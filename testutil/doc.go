@@ -14,7 +14,9 @@
 //     the Redlock safety argument assumes). Kill (SIGKILL), Pause (SIGSTOP),
 //     Resume, Stop and Restart (same port, AOF reloaded) inject faults. If
 //     redis-server is not on PATH the test is skipped, or failed when
-//     REDLOCK_REQUIRE_REDIS=1 is set.
+//     REDLOCK_REQUIRE_REDIS=1 is set. Under go test -short every helper
+//     that starts a real server (StartRedis, StartRedisServer, StartCluster,
+//     StartSentinel) skips the test, whatever REDLOCK_REQUIRE_REDIS says.
 //
 // Both hand out redlock nodes (and go-redis clients) with short timeouts
 // and no retries, so a dead, paused or failing node costs one fast error

@@ -19,28 +19,43 @@ func env(vals map[string]string) func(string) string {
 }
 
 func TestFindRedisServerDecision(t *testing.T) {
-	const want = "redis-server not found on PATH; install it (apt-get install redis-server) or set REDLOCK_REQUIRE_REDIS=1 to make this a failure"
-
-	path, msg, fatal := testutil.FindRedisServer(lookupFound, env(map[string]string{"REDLOCK_REQUIRE_REDIS": "1"}))
-	require.Equal(t, "/opt/redis/bin/redis-server", path)
-	require.Empty(t, msg)
-	require.False(t, fatal)
-
-	path, msg, fatal = testutil.FindRedisServer(lookupMissing, env(nil))
-	require.Empty(t, path)
-	require.Equal(t, want, msg)
-	require.False(t, fatal, "missing redis-server skips by default")
-
-	for _, v := range []string{"0", "false", "", "yes-please"} {
-		_, _, fatal = testutil.FindRedisServer(lookupMissing, env(map[string]string{"REDLOCK_REQUIRE_REDIS": v}))
-		require.False(t, fatal, "REDLOCK_REQUIRE_REDIS=%q must not make it a failure", v)
+	const missing = "redis-server not found on PATH; install it (apt-get install redis-server) or set REDLOCK_REQUIRE_REDIS=1 to make this a failure"
+	const short = "real redis-server test skipped under -short (make quick); make test runs it"
+	tests := []struct {
+		name     string
+		short    bool
+		lookup   func(string) (string, error)
+		require  string
+		path     string
+		msg      string
+		fatal    bool
+		contains string // msg must contain this instead of equalling msg
+	}{
+		{name: "found", lookup: lookupFound, path: "/opt/redis/bin/redis-server"},
+		{name: "found, required", lookup: lookupFound, require: "1", path: "/opt/redis/bin/redis-server"},
+		{name: "missing skips", lookup: lookupMissing, msg: missing},
+		{name: "missing, required=0", lookup: lookupMissing, require: "0", msg: missing},
+		{name: "missing, required=false", lookup: lookupMissing, require: "false", msg: missing},
+		{name: "missing, required=yes-please", lookup: lookupMissing, require: "yes-please", msg: missing},
+		{name: "missing, required fails", lookup: lookupMissing, require: "1", fatal: true,
+			contains: "REDLOCK_REQUIRE_REDIS is set"},
+		{name: "short skips though found", short: true, lookup: lookupFound, msg: short},
+		{name: "short skips though required", short: true, lookup: lookupMissing, require: "1", msg: short},
+		{name: "short skips though found and required", short: true, lookup: lookupFound, require: "1", msg: short},
 	}
-
-	path, msg, fatal = testutil.FindRedisServer(lookupMissing, env(map[string]string{"REDLOCK_REQUIRE_REDIS": "1"}))
-	require.Empty(t, path)
-	require.True(t, fatal)
-	require.Contains(t, msg, want)
-	require.Contains(t, msg, "REDLOCK_REQUIRE_REDIS is set")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, msg, fatal := testutil.FindRedisServer(tt.short, tt.lookup, env(map[string]string{"REDLOCK_REQUIRE_REDIS": tt.require}))
+			require.Equal(t, tt.path, path)
+			require.Equal(t, tt.fatal, fatal)
+			if tt.contains != "" {
+				require.Contains(t, msg, missing)
+				require.Contains(t, msg, tt.contains)
+				return
+			}
+			require.Equal(t, tt.msg, msg)
+		})
+	}
 }
 
 // fakeTB records Skip and Fatal and ends the goroutine as the real ones do.
@@ -76,21 +91,29 @@ func runTB(fn func(testing.TB) string) (*fakeTB, string) {
 
 func TestRedisServerPathSkipsOrFails(t *testing.T) {
 	f, got := runTB(func(tb testing.TB) string {
-		return testutil.RedisServerPathWith(tb, lookupFound, env(nil))
+		return testutil.RedisServerPathWith(tb, false, lookupFound, env(nil))
 	})
 	require.Equal(t, "/opt/redis/bin/redis-server", got)
 	require.Empty(t, f.skipped)
 	require.Empty(t, f.fatal)
 
 	f, _ = runTB(func(tb testing.TB) string {
-		return testutil.RedisServerPathWith(tb, lookupMissing, env(nil))
+		return testutil.RedisServerPathWith(tb, false, lookupMissing, env(nil))
 	})
 	require.Contains(t, f.skipped, "redis-server not found on PATH")
 	require.Empty(t, f.fatal)
 
 	f, _ = runTB(func(tb testing.TB) string {
-		return testutil.RedisServerPathWith(tb, lookupMissing, env(map[string]string{"REDLOCK_REQUIRE_REDIS": "1"}))
+		return testutil.RedisServerPathWith(tb, false, lookupMissing, env(map[string]string{"REDLOCK_REQUIRE_REDIS": "1"}))
 	})
 	require.Empty(t, f.skipped)
 	require.Contains(t, f.fatal, "redis-server not found on PATH")
+
+	// -short: skipped even with redis-server found and required.
+	f, got = runTB(func(tb testing.TB) string {
+		return testutil.RedisServerPathWith(tb, true, lookupFound, env(map[string]string{"REDLOCK_REQUIRE_REDIS": "1"}))
+	})
+	require.Empty(t, got)
+	require.Contains(t, f.skipped, "skipped under -short")
+	require.Empty(t, f.fatal)
 }

@@ -33,6 +33,11 @@ const RequireRedisEnv = "REDLOCK_REQUIRE_REDIS"
 const redisMissingMsg = "redis-server not found on PATH; install it (apt-get install redis-server) or set " +
 	RequireRedisEnv + "=1 to make this a failure"
 
+// shortSkipMsg is why a real-server test skips under go test -short (make
+// quick), whatever RequireRedisEnv says: -short is the explicit request for
+// the quick loop without redis-server.
+const shortSkipMsg = "real redis-server test skipped under -short (make quick); make test runs it"
+
 const (
 	// readyTimeout bounds how long a starting server may take to answer.
 	readyTimeout = 10 * time.Second
@@ -54,18 +59,21 @@ var (
 )
 
 // RedisServerPath returns the path of the redis-server binary found on
-// PATH. If there is none, it skips the test with a message saying how to
-// install it, or fails the test instead when RequireRedisEnv is set.
+// PATH. Under go test -short it skips the test, even when RequireRedisEnv
+// is set: every helper that starts a real server comes through here, so
+// -short runs no real server. If there is none on PATH, it skips the test
+// with a message saying how to install it, or fails the test instead when
+// RequireRedisEnv is set.
 func RedisServerPath(t testing.TB) string {
 	t.Helper()
-	return redisServerPath(t, exec.LookPath, os.Getenv)
+	return redisServerPath(t, testing.Short(), exec.LookPath, os.Getenv)
 }
 
-// redisServerPath is RedisServerPath with the PATH lookup and the
+// redisServerPath is RedisServerPath with -short, the PATH lookup and the
 // environment injected.
-func redisServerPath(t testing.TB, lookPath func(string) (string, error), getenv func(string) string) string {
+func redisServerPath(t testing.TB, short bool, lookPath func(string) (string, error), getenv func(string) string) string {
 	t.Helper()
-	path, msg, fatal := findRedisServer(lookPath, getenv)
+	path, msg, fatal := findRedisServer(short, lookPath, getenv)
 	switch {
 	case path != "":
 		return path
@@ -78,9 +86,12 @@ func redisServerPath(t testing.TB, lookPath func(string) (string, error), getenv
 }
 
 // findRedisServer decides what RedisServerPath does: it returns the path
-// when redis-server is found, else the message and whether the test must
-// fail rather than skip.
-func findRedisServer(lookPath func(string) (string, error), getenv func(string) string) (path, msg string, fatal bool) {
+// when redis-server is found (and the run is not -short), else the message
+// and whether the test must fail rather than skip.
+func findRedisServer(short bool, lookPath func(string) (string, error), getenv func(string) string) (path, msg string, fatal bool) {
+	if short {
+		return "", shortSkipMsg, false
+	}
 	if p, err := lookPath("redis-server"); err == nil {
 		return p, "", false
 	}

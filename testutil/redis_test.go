@@ -213,6 +213,7 @@ func TestRedisNodesRunTheLockScripts(t *testing.T) {
 }
 
 func TestRedisCleanupStopsEverything(t *testing.T) {
+	testutil.RedisServerPath(t) // skip here, not only in the subtest
 	var addrs []string
 	t.Run("inner", func(t *testing.T) {
 		c := testutil.StartRedis(t, 3)

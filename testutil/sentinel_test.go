@@ -81,6 +81,7 @@ func TestSentinelFailoverMovesThePrimary(t *testing.T) {
 }
 
 func TestSentinelCleanupStopsEverything(t *testing.T) {
+	testutil.RedisServerPath(t) // skip here, not only in the subtest
 	t.Parallel()
 	var pids []int
 	t.Run("inner", func(t *testing.T) {

@@ -5,7 +5,7 @@
 // latency on them (bench), or watch fencing at work with no Redis at all
 // (demo). run and bench serve Prometheus metrics with --metrics-addr.
 //
-// Exit codes are listed by "redlock-cli --help" and in README.md (section "Command line").
+// Exit codes are listed by "redlock-cli --help" and in docs/cli.md (section "Exit codes").
 //
 // The commands live in internal/cli; this package only wires them to the
 // process.

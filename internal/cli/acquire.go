@@ -32,7 +32,8 @@ func (a *App) acquireCmd() *cobra.Command {
 		Short: "Take a lock and print its token; it lives until its TTL",
 		Long: `Take the lock on RESOURCE and print the resource, the token, the fencing
 token, the nodes that granted it and when it expires. One attempt by default;
-with --wait, retry until the lock is free or DURATION has passed.
+with --wait, retry until the lock is free or DURATION has passed, also while
+no majority of the nodes can be reached.
 
 No process stays behind to renew the lock: it expires after --ttl unless
 "redlock-cli renew" extends it or "redlock-cli release" deletes it, both with
@@ -45,66 +46,175 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource)); err != nil {
 				return err
 			}
-			return a.withSession(cmd.Context(), func(ctx context.Context, s *session) error {
-				lease, err := a.lock(ctx, s, resource, wait)
-				if err != nil {
-					return err
-				}
-				// The lock outlives this process: stop renewing it, and
-				// keep Close from releasing it.
-				lease.Orphan()
-				a.printAcquired(s, lease)
-				return nil
-			})
+			w := startWait(wait)
+			a.watch = newWatcher(a.observer, a.warnf, w.total > 0)
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			s, err := a.connectWaiting(ctx, w)
+			if err != nil {
+				return err
+			}
+			lease, err := a.lock(ctx, s, resource, w)
+			if err != nil {
+				s.close()
+				return err
+			}
+			// The lock outlives this process: stop renewing it, and keep
+			// Close from releasing it.
+			lease.Orphan()
+			a.printAcquired(s, lease)
+			// Closing waits for the attempt's late calls, so that a node
+			// that failed after the majority had answered is named too.
+			s.close()
+			a.watch.flush()
+			return nil
 		},
 	}
 	addWaitFlag(cmd.Flags(), &wait)
 	return cmd
 }
 
-// lock makes one attempt on resource, or with wait > 0 retries for up to
-// wait. Failures are *cliError values.
-func (a *App) lock(ctx context.Context, s *session, resource string, wait time.Duration) (*redlock.Lease, error) {
-	if wait <= 0 {
+// waiting is how long acquire and run may wait (--wait): total, the whole
+// wait as given (0: one attempt), and until, when it ends, counted from
+// the command's start, so that time spent connecting comes out of it.
+type waiting struct {
+	total time.Duration
+	until time.Time
+}
+
+// startWait starts a wait of d from now.
+func startWait(d time.Duration) waiting {
+	if d <= 0 {
+		return waiting{}
+	}
+	return waiting{total: d, until: time.Now().Add(d)}
+}
+
+// connectWaiting connects like connect; with a wait, it retries while no
+// majority of the nodes answers, until they do or the wait runs out (then
+// the last no-quorum error, which says how long it waited). Other errors
+// (usage, access denied) return at once: waiting does not fix them.
+func (a *App) connectWaiting(ctx context.Context, w waiting) (*session, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		s, err := a.connect(ctx)
+		var ce *cliError
+		if err == nil || w.total <= 0 || !errors.As(err, &ce) || ce.code != exitNoQuorum {
+			return s, err
+		}
+		left := time.Until(w.until)
+		if left <= 0 {
+			ce.msg = clip(fmt.Sprintf("still after waiting %s: %s", w.total, ce.msg))
+			if ce.extra == nil {
+				ce.extra = map[string]any{}
+			}
+			ce.extra["waited_ms"] = w.total.Milliseconds()
+			return nil, ce
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if ie := interrupted(ctx); ie != nil {
+				return nil, ie
+			}
+			return nil, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// lock makes one attempt on resource, or with a wait retries until it
+// ends. Failures are *cliError values.
+func (a *App) lock(ctx context.Context, s *session, resource string, w waiting) (*redlock.Lease, error) {
+	if w.total <= 0 {
 		lease, err := s.locker.TryAcquire(ctx, resource)
 		if err != nil {
 			return nil, a.acquireFailure(ctx, s, resource, err, 0)
 		}
 		return lease, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithDeadline(ctx, w.until)
 	defer cancel()
+	wctx, done := a.watch.waitWith(wctx)
+	defer done()
 	lease, err := s.locker.Acquire(wctx, resource)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resource, err, wait)
+		return nil, a.acquireFailure(ctx, s, resource, err, w.total)
 	}
 	return lease, nil
 }
 
 // lockSlot is lock for a semaphore of slots (-n): above 1 it takes one of
-// the slots R#0..R#K-1 (one attempt each, or wait up to wait for any).
-func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots int, wait time.Duration) (*redlock.Lease, error) {
+// the slots R#0..R#K-1 (one attempt each, or wait for any until w ends).
+func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots int, w waiting) (*redlock.Lease, error) {
 	if slots <= 1 {
-		return a.lock(ctx, s, resource, wait)
+		return a.lock(ctx, s, resource, w)
 	}
 	sem, err := s.locker.NewSemaphore(resource, slots)
 	if err != nil {
 		return nil, classify(err)
 	}
-	if wait <= 0 {
+	if w.total <= 0 {
 		lease, err := sem.TryAcquire(ctx)
 		if err != nil {
-			return nil, a.acquireFailure(ctx, s, resource, err, 0)
+			return nil, a.slotFailure(ctx, s, sem, err, 0)
 		}
 		return lease, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithDeadline(ctx, w.until)
 	defer cancel()
+	wctx, done := a.watch.waitWith(wctx)
+	defer done()
 	lease, err := sem.Acquire(wctx)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resource, err, wait)
+		return nil, a.slotFailure(ctx, s, sem, err, w.total)
 	}
 	return lease, nil
+}
+
+// slotFailure is acquireFailure for a semaphore: when every slot is busy
+// (or stayed busy for the wait), the message names each slot's holder, not
+// only the last slot tried.
+func (a *App) slotFailure(ctx context.Context, s *session, sem *redlock.Semaphore, err error, waited time.Duration) *cliError {
+	ce := a.acquireFailure(ctx, s, sem.Slots()[0], err, waited)
+	if ce.code != exitBusy {
+		return ce
+	}
+	resource, _, _ := strings.Cut(sem.Slots()[0], "#")
+	var held []string
+	var holders []map[string]any
+	for _, slot := range sem.Slots() {
+		owner, ttl := a.holder(ctx, s, slot)
+		h := map[string]any{"slot": slot}
+		text := slot
+		if owner != "" {
+			h["owner"] = owner
+			text += " held by " + owner
+		}
+		if ttl != 0 {
+			h["ttl_ms"] = ttlMillis(ttl)
+			if ttl > 0 {
+				text += " for " + roundDur(ttl).String() + " more"
+			}
+		}
+		held = append(held, text)
+		holders = append(holders, h)
+	}
+	msg := fmt.Sprintf("all %d slots of %q are busy: %s", len(held), resource, strings.Join(held, "; "))
+	if waited > 0 {
+		msg = fmt.Sprintf("gave up waiting for a slot of %q after %s: all %d slots are still busy: %s",
+			resource, waited, len(held), strings.Join(held, "; "))
+	}
+	ce.msg = clip(msg)
+	if ce.extra == nil {
+		ce.extra = map[string]any{}
+	}
+	delete(ce.extra, "holder_owner")
+	delete(ce.extra, "holder_ttl_ms")
+	ce.extra["slots"] = holders
+	return ce
 }
 
 // acquireFailure maps a failed acquisition to a *cliError: interrupted, no
@@ -113,16 +223,27 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 	if ie := interrupted(ctx); ie != nil {
 		return ie
 	}
+	if last := a.watch.lastAttempt(); last != nil {
+		if ce := scriptsDisabledError(last, nodeErrors(last), last.Total); ce != nil {
+			return ce // the watcher ended the wait: it cannot help
+		}
+	}
 	var ae *redlock.AcquireError
 	isAE := errors.As(err, &ae)
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum) && isAE:
-		return noQuorumError(err, ae.Granted+len(ae.Refused), ae.Total)
+		return noQuorumError(err, attemptAnswered(ae), ae.Total)
 	case errors.Is(err, redlock.ErrNoQuorum):
 		return noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes))
+	case errors.Is(err, redlock.ErrNotAcquired) && isAE && rejoiningBlocks(ae):
+		return rejoiningError(ae, "")
 	case errors.Is(err, redlock.ErrNotAcquired) && isAE:
 		owner, _ := a.holder(ctx, s, resource)
 		return busyError(ae, owner)
+	case waited > 0 && errors.Is(err, context.DeadlineExceeded) && rejoiningBlocks(a.watch.lastAttempt()):
+		ce := rejoiningError(a.watch.lastAttempt(), fmt.Sprintf("gave up waiting after %s: ", waited))
+		ce.extra["waited_ms"] = waited.Milliseconds()
+		return ce
 	case waited > 0 && errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("gave up waiting for %q after %s: still busy", resource, waited)
 		extra := map[string]any{"waited_ms": waited.Milliseconds()}
@@ -138,6 +259,42 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 		return &cliError{code: exitBusy, kind: kindTimeout, msg: msg, err: err, extra: extra}
 	}
 	return classify(err)
+}
+
+// attemptAnswered counts the nodes of a failed attempt that answered: all
+// but those that failed (a *redlock.NodeError each) and those that gave no
+// answer in time ("N nodes did not answer within ..."). A node whose
+// answer came after the attempt was decided answered too: counting only
+// grants and refusals said "0 of 3 answered" with one node up.
+func attemptAnswered(ae *redlock.AcquireError) int {
+	failed := 0
+	for _, err := range ae.NodeErrors {
+		var ne *redlock.NodeError
+		if errors.As(err, &ne) {
+			failed++
+			continue
+		}
+		var n int
+		var rest string
+		if _, scanErr := fmt.Sscanf(err.Error(), "%d nodes did not answer within %s", &n, &rest); scanErr == nil {
+			failed += n
+		}
+	}
+	return max(ae.Granted+len(ae.Refused), ae.Total-failed)
+}
+
+// rejoiningError describes an attempt that rejoining nodes kept from a
+// majority (exit 9): nobody holds the lock, and it passes by itself.
+// prefix starts the message.
+func rejoiningError(ae *redlock.AcquireError, prefix string) *cliError {
+	nodes := rejoiningNodes(ae)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i], _, _ = strings.Cut(n, " ")
+	}
+	msg := fmt.Sprintf("%s%q is unavailable, not busy: %s", prefix, ae.Resource, rejoiningText(ae, nodes))
+	return &cliError{code: exitRejoining, kind: kindRejoining, msg: clip(msg), err: ae,
+		extra: map[string]any{"rejoining": addrs, "granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}}
 }
 
 // holder returns the owner label of resource's holder ("" when it cannot

@@ -37,6 +37,10 @@ type App struct {
 	// observer, when set (--metrics-addr), receives the events of every
 	// Locker the command makes.
 	observer redlock.Observer
+	// watch, when set (acquire, run), observes the session's Locker in
+	// front of observer: it warns about rejoining and misconfigured nodes
+	// and keeps the last failed attempt.
+	watch *watcher
 }
 
 // rootLong is the help text of redlock-cli itself.
@@ -60,6 +64,24 @@ func (a *App) newRoot() *cobra.Command {
 		Long:          rootLong,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// No command: the usage goes to stderr and the exit code is 2, so
+		// that a script's "redlock-cli --json" (a command left out) fails
+		// rather than print help where it expects JSON. --help still prints
+		// the help on stdout and exits 0.
+		Args:                       cobra.ArbitraryArgs,
+		SuggestionsMinimumDistance: 2,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "; did you mean " + strings.Join(s, " or ") + "?"
+				}
+				return usageErrorf("%s", msg)
+			}
+			cmd.SetOut(a.Stderr)
+			_ = cmd.Usage()
+			return usageErrorf("no command given")
+		},
 	}
 	root.SetIn(a.Stdin)
 	root.SetOut(a.Stdout)

@@ -46,6 +46,8 @@ func (a *App) doctorCmd() *cobra.Command {
                WARN (a restarted node forgets locks and fence counters)
   eviction     maxmemory-policy noeviction is OK; allkeys-* and volatile-*
                can evict lock keys and are FAIL
+  memory       used memory at or above maxmemory is FAIL (the node refuses
+               every new lock: OOM), above 90% of it WARN
   rejoin       how the node comes back from a restart: at once when it
                fsyncs every write; else it refuses locks until it has been
                up for --rejoin-delay (default --ttl): WARN while it is

@@ -124,6 +124,14 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 		checkPersistence(r, conf)
 		checkEviction(r, conf)
 	}
+	cctx, cancel = call()
+	mem, err := infoSection(cctx, c, "memory")
+	cancel()
+	if err != nil {
+		r.add("memory", statusWarn, "INFO memory failed: %s", reason(err))
+	} else {
+		checkMemory(r, mem)
+	}
 	checkRejoin(r, server, conf, t.rejoin)
 
 	if t.key == "" {
@@ -342,6 +350,45 @@ func checkEviction(r *nodeReport, conf map[string]string) {
 	default:
 		r.add("eviction", statusWarn, "unknown maxmemory-policy %q; noeviction is the safe one", policy)
 	}
+}
+
+// memoryWarnShare is the share of maxmemory in use above which the memory
+// row is WARN.
+const memoryWarnShare = 0.9
+
+// checkMemory adds the memory row from INFO memory: used memory at or
+// above maxmemory is FAIL (with noeviction the server answers every write
+// that needs memory with OOM, so it grants no new lock: acquire's exit 8),
+// above 90% of it WARN, and no maxmemory OK.
+func checkMemory(r *nodeReport, mem map[string]string) {
+	used, err1 := strconv.ParseUint(mem["used_memory"], 10, 64)
+	limit, err2 := strconv.ParseUint(mem["maxmemory"], 10, 64)
+	switch {
+	case err1 != nil || err2 != nil:
+		r.add("memory", statusWarn, "INFO memory has no used_memory or maxmemory")
+	case limit == 0:
+		r.add("memory", statusOK, "%s used, no maxmemory limit", fmtBytes(used))
+	case used >= limit:
+		r.add("memory", statusFail, "out of memory: %s used, maxmemory %s: the node refuses every new lock (OOM); free memory or raise maxmemory", fmtBytes(used), fmtBytes(limit))
+	case float64(used) >= memoryWarnShare*float64(limit):
+		r.add("memory", statusWarn, "%s used of maxmemory %s (%.0f%%): near the point where the node refuses new locks (OOM)", fmtBytes(used), fmtBytes(limit), 100*float64(used)/float64(limit))
+	default:
+		r.add("memory", statusOK, "%s used of maxmemory %s", fmtBytes(used), fmtBytes(limit))
+	}
+}
+
+// fmtBytes formats a byte count for people: 812 B, 1.5 MiB, 2.0 GiB.
+func fmtBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // clockOffset estimates the server's clock minus this host's from three

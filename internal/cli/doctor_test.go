@@ -51,6 +51,29 @@ func TestCheckEviction(t *testing.T) {
 	}
 }
 
+// TestCheckMemory: the memory row from INFO memory.
+func TestCheckMemory(t *testing.T) {
+	tests := []struct {
+		used, max string
+		status    string
+		detail    string
+	}{
+		{"1048576", "0", statusOK, "1.0 MiB used, no maxmemory limit"},
+		{"524288", "1048576", statusOK, "512.0 KiB used of maxmemory 1.0 MiB"},
+		{"996147", "1048576", statusWarn, "972.8 KiB used of maxmemory 1.0 MiB (95%): near the point where the node refuses new locks (OOM)"},
+		{"3145728", "1048576", statusFail, "out of memory: 3.0 MiB used, maxmemory 1.0 MiB: the node refuses every new lock (OOM); free memory or raise maxmemory"},
+		{"1048576", "1048576", statusFail, "out of memory"},
+		{"", "0", statusWarn, "INFO memory has no used_memory or maxmemory"},
+		{"812", "0", statusOK, "812 B used"},
+	}
+	for _, tt := range tests {
+		c := rowOf(t, func(r *nodeReport) { checkMemory(r, map[string]string{"used_memory": tt.used, "maxmemory": tt.max}) })
+		require.Equal(t, "memory", c.Check)
+		require.Equal(t, tt.status, c.Status, tt.used+"/"+tt.max)
+		require.Contains(t, c.Detail, tt.detail)
+	}
+}
+
 // TestCheckRoleAndVersion: the role and version rows for each kind of
 // server and of node URL.
 func TestCheckRoleAndVersion(t *testing.T) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ func TestE2ENodesThatCannotGrant(t *testing.T) {
 	env := nodesEnv(c.URLs())
 
 	r := cli(t, env, "acquire", "full")
-	requireCode(t, r, exitCannotGrant, "out of memory")
-	require.Contains(t, r.stderr, "OOM")
+	requireCode(t, r, exitCannotGrant, `"full" cannot be granted: 2 of 3 nodes are out of memory (free memory or raise maxmemory), too many for the 2 needed: `)
+	require.Equal(t, 1, strings.Count(r.stderr, "OOM"), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "out of memory"), r.stderr)
 
 	r = cli(t, env, "acquire", "full", "--wait", "20s", "--json")
 	requireCode(t, r, exitCannotGrant, "out of memory")
@@ -43,4 +45,64 @@ func TestE2ENodesThatCannotGrant(t *testing.T) {
 		require.Zero(t, n, "node %d: no lock left behind", i)
 	}
 	require.False(t, strings.Contains(r.stdout, "no_quorum"))
+
+	// doctor agrees: the full nodes are FAIL (it said "no FAIL" before).
+	r = cli(t, env, "doctor")
+	requireCode(t, r, exitFailure, "FAIL")
+	for _, s := range c.Servers()[1:] {
+		require.Regexp(t, regexp.QuoteMeta(s.Addr())+`\s+memory\s+FAIL\s+out of memory: `, r.stdout)
+	}
+	require.Regexp(t, regexp.QuoteMeta(c.Server(0).Addr())+`\s+memory\s+OK\s+`, r.stdout)
+}
+
+// TestE2EReplicasCannotGrant: a majority of read-only replicas exits 8
+// with one message that says it once, names the replicas and quotes the
+// server's reply once.
+func TestE2EReplicasCannotGrant(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 4)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers()[2:] {
+		require.NoError(t, s.Do(ctx, "REPLICAOF", "127.0.0.1", c.Server(0).Port()).Err())
+	}
+	env := nodesEnv(c.URLs()[1:])
+	r := cli(t, env, "acquire", "ro")
+	requireCode(t, r, exitCannotGrant, `"ro" cannot be granted: 2 of 3 nodes are read-only replicas (every node must be a primary: check the node URLs), too many for the 2 needed: `)
+	require.Contains(t, r.stderr, c.Server(2).Addr())
+	require.Contains(t, r.stderr, c.Server(3).Addr())
+	require.Equal(t, 1, strings.Count(r.stderr, "READONLY"), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "read-only"), r.stderr)
+
+	r = cli(t, env, "acquire", "ro", "--json")
+	requireCode(t, r, exitCannotGrant, "read-only replicas")
+	require.Equal(t, kindReadOnly, decode(t, r)["error"])
+}
+
+// TestE2EScriptsDisabled: nodes with EVALSHA and EVAL renamed away answer
+// every command but the scripts. A majority of them exits 8
+// (scripts_disabled), not 3 ("cannot reach", retry may help); a minority
+// leaves the lock to the others, with a warning.
+func TestE2EScriptsDisabled(t *testing.T) {
+	t.Parallel()
+	renamed := testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`)
+	c := testutil.StartRedis(t, 3, renamed)
+	env := nodesEnv(c.URLs())
+	for _, args := range [][]string{{"acquire", "x"}, {"acquire", "x", "--wait", "5s"}, {"status", "x"}, {"run", "x", "--", "true"}} {
+		r := cli(t, env, args...)
+		requireCode(t, r, exitCannotGrant, "the nodes cannot run redlock's scripts: ")
+		require.Contains(t, r.stderr, "have EVALSHA or EVAL renamed or disabled (rename-command), too many for the 2 needed")
+		require.NotContains(t, r.stderr, "cannot reach")
+		require.Less(t, r.elapsed, 4*time.Second, "%q gave up at once", args)
+	}
+	r := cli(t, env, "acquire", "x", "--json")
+	requireCode(t, r, exitCannotGrant, "")
+	obj := decode(t, r)
+	require.Equal(t, "scripts_disabled", obj["error"])
+	require.GreaterOrEqual(t, len(obj["nodes"].([]any)), 2)
+
+	// One such node of three: the lock works, and the node is named.
+	good := testutil.StartRedis(t, 2)
+	bad := testutil.StartRedisServer(t, renamed)
+	r = cli(t, nodesEnv(append(good.URLs(), bad.URL())), "acquire", "y")
+	requireCode(t, r, exitOK, "warning: node "+bad.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
 }

@@ -70,7 +70,7 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	require.True(t, res.OK)
 	require.Zero(t, res.Fail)
 	require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-	require.Len(t, res.Checks, 5*8+3)
+	require.Len(t, res.Checks, 5*9+3)
 	for _, s := range c.Servers() {
 		for _, name := range []string{"reachable", "version", "role", "persistence", "eviction", "scripts", "clock"} {
 			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s", s.Addr(), name)
@@ -81,7 +81,7 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	require.Regexp(t, `(?m)^NODE\s+CHECK\s+STATUS\s+DETAIL$`, r.stdout)
 	require.Contains(t, r.stdout, "appendonly yes, appendfsync always")
-	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 43 OK")
+	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 48 OK")
 }
 
 // TestE2EDoctorFlagsUnsafeNodes: eviction policies that can drop lock keys

@@ -184,7 +184,9 @@ func TestE2EBadInput(t *testing.T) {
 		{"malformed token", env, []string{"release", "x", "--token", "nope"}, exitUsage, "--token must be 32 hex digits"},
 		{"wrong token", env, []string{"release", "x", "--token", wrong}, exitNotHeld, `release "x": token held on 0 of 3 nodes, 2 needed`},
 		{"duplicate node", []string{envNodes + "=" + c.URLs()[0] + "," + c.URLs()[0]}, []string{"status", "x"}, exitUsage, "given twice"},
-		{"bad db", []string{envNodes + "=" + c.URLs()[0] + "/x"}, []string{"status", "x"}, exitUsage, "invalid database number"},
+		{"bad db", []string{envNodes + "=" + c.URLs()[0] + "/x"}, []string{"status", "x"}, exitUsage, "the path must be a database number"},
+		{"password as db", []string{envNodes + "=" + c.URLs()[0] + "/hunter2"}, []string{"status", "x"}, exitUsage, "/xxxxx: the path must be a database number"},
+		{"unescaped # in password", []string{envNodes + "=redis://:hun#ter2@" + c.Server(0).Addr()}, []string{"status", "x"}, exitUsage, "not percent-encoded: write # as %23"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -95,7 +95,9 @@ func cliCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
 }
 
 // waitCLI waits for a started invocation, killing it after cliTimeout.
-func waitCLI(t *testing.T, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, start time.Time) result {
+// stdout and stderr are the buffers the command writes to (a
+// *bytes.Buffer, or a *lockedBuffer when the test reads one meanwhile).
+func waitCLI(t *testing.T, cmd *exec.Cmd, stdout, stderr fmt.Stringer, start time.Time) result {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -143,6 +145,7 @@ func requireCode(t *testing.T, r result, code int, want string) {
 //	slot       like interval, with $REDLOCK_RESOURCE (the slot) for the fence
 //	hang       append "pid <pid>", then sleep (forever, unless signalled)
 //	stubborn   like hang, but ignore SIGTERM
+//	deaf       like hang, but ignore SIGINT, SIGTERM and SIGHUP
 //	trap       append "pid <pid>"; on SIGTERM append "got SIGTERM", exit 3
 //	selfkill   kill itself with SIGKILL
 //	spawn      start a "hang" grandchild in the same group, then exit 0
@@ -180,10 +183,13 @@ func childMain(mode string) int {
 		time.Sleep(d)
 		write("end %d %s", time.Now().UnixNano(), os.Getenv(envResource))
 		return 0
-	case "hang", "stubborn", "trap":
+	case "hang", "stubborn", "trap", "deaf":
 		sigs := make(chan os.Signal, 1)
-		if mode != "hang" {
+		switch mode {
+		case "stubborn", "trap":
 			signal.Notify(sigs, syscall.SIGTERM)
+		case "deaf":
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		}
 		write("pid %d", os.Getpid())
 		timeout := time.After(time.Minute)

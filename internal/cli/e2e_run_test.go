@@ -210,6 +210,35 @@ func TestE2ERunForwardsSignals(t *testing.T) {
 	require.Equal(t, "free", decode(t, r)["state"])
 }
 
+// TestE2ERunSecondSignalKills: a COMMAND that ignores the Ctrl-C that run
+// forwards keeps running; a second Ctrl-C kills it (SIGKILL to its group),
+// run exits 137 and releases the lock.
+func TestE2ERunSecondSignalKills(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := cliCommand(t, append(env, childEnv("deaf", out)...), "run", "svc", "--json", "--", testBin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	pid := readPID(t, out)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	time.Sleep(300 * time.Millisecond)
+	require.False(t, processGone(pid), "COMMAND ignores the first SIGINT")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	r := waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, 128+int(syscall.SIGKILL), "SIGINT (Ctrl-C) again while COMMAND still runs; sending SIGKILL")
+	require.Less(t, r.elapsed, 5*time.Second)
+	require.True(t, processGone(pid))
+	res := decode(t, r)
+	require.Equal(t, "killed", res["child_signal"])
+	require.Equal(t, true, res["released"])
+	r = cli(t, env, "status", "svc", "--json")
+	require.Equal(t, "free", decode(t, r)["state"])
+}
+
 // TestE2ERunReapsGroup: processes COMMAND leaves behind in its group are
 // stopped before the lock is released.
 func TestE2ERunReapsGroup(t *testing.T) {
@@ -237,10 +266,15 @@ func TestE2ERunInterrupted(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	require.NoError(t, cmd.Start())
-	time.Sleep(300 * time.Millisecond)
+	// Once run waits in the lock's queue (its signal handler is set: a
+	// fixed sleep was too short for a race-enabled binary under load).
+	waitFor(t, 10*time.Second, "run to wait in the queue", func() bool {
+		st := cli(t, env, "status", "svc", "--json")
+		return st.code == exitOK && decode(t, st)["waiting"].(float64) >= 1
+	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	r = waitCLI(t, cmd, &stdout, &stderr, start)
-	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by interrupt")
+	requireCode(t, r, 128+int(syscall.SIGINT), "interrupted by SIGINT (Ctrl-C)")
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err))
 }
@@ -295,10 +329,25 @@ func TestE2ERunSemaphore(t *testing.T) {
 	require.Equal(t, 2, most, "two at once, never three")
 
 	// Two slots held: a third holder is refused, and status shows them.
-	requireCode(t, cli(t, env, "acquire", "encoders#0", "--ttl", "30s"), exitOK, "")
-	requireCode(t, cli(t, env, "acquire", "encoders#1", "--ttl", "30s"), exitOK, "")
+	requireCode(t, cli(t, env, "acquire", "encoders#0", "--ttl", "30s", "--owner", "enc-a"), exitOK, "")
+	requireCode(t, cli(t, env, "acquire", "encoders#1", "--ttl", "30s", "--owner", "enc-b"), exitOK, "")
 	r := cli(t, env, "run", "encoders", "-n", "2", "--", testBin)
-	requireCode(t, r, exitBusy, "")
+	requireCode(t, r, exitBusy, `all 2 slots of "encoders" are busy: encoders#0 held by enc-a for `)
+	require.Regexp(t, `encoders#0 held by enc-a for [0-9.]+s more; encoders#1 held by enc-b for [0-9.]+s more`, r.stderr)
+	r = cli(t, env, "run", "encoders", "-n", "2", "--json", "--", testBin)
+	requireCode(t, r, exitBusy, "all 2 slots")
+	busy := decode(t, r)
+	require.Equal(t, "busy", busy["error"])
+	slots := busy["slots"].([]any)
+	require.Len(t, slots, 2)
+	for i, owner := range []string{"enc-a", "enc-b"} {
+		sl := slots[i].(map[string]any)
+		require.Equal(t, fmt.Sprintf("encoders#%d", i), sl["slot"])
+		require.Equal(t, owner, sl["owner"])
+		require.Greater(t, sl["ttl_ms"].(float64), 20000.0)
+	}
+	r = cli(t, env, "run", "encoders", "-n", "2", "--wait", "300ms", "--", testBin)
+	requireCode(t, r, exitBusy, `gave up waiting for a slot of "encoders" after 300ms: all 2 slots are still busy: encoders#0 held by enc-a`)
 	r = cli(t, env, "status", "encoders", "-n", "2", "--json")
 	requireCode(t, r, exitOK, "")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -310,6 +359,19 @@ func TestE2ERunSemaphore(t *testing.T) {
 		require.Equal(t, "held", st["state"])
 	}
 	requireCode(t, cli(t, env, "run", "encoders", "-n", "0", "--", testBin), exitUsage, "-n must be between 1 and")
+
+	// run -n --json names the slot its fence belongs to.
+	r = cli(t, env, "run", "jobs", "-n", "3", "--json", "--", "true")
+	requireCode(t, r, exitOK, "")
+	res := decode(t, r)
+	require.Equal(t, "jobs", res["resource"])
+	require.Regexp(t, `^jobs#[012]$`, res["slot"])
+	r = cli(t, env, "status", res["slot"].(string), "--json")
+	requireCode(t, r, exitOK, "")
+	require.Equal(t, res["fence"], decode(t, r)["fence"], "the fence is the slot's")
+	r = cli(t, env, "run", "jobs", "--json", "--", "true")
+	requireCode(t, r, exitOK, "")
+	require.NotContains(t, decode(t, r), "slot", "no slot without -n")
 }
 
 // TestE2ERunWaitersTakeTurnsInArrivalOrder: four `run --wait` processes

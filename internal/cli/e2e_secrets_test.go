@@ -41,7 +41,7 @@ func TestE2ESecretsNeverPrinted(t *testing.T) {
 		{"bad port", "redis://u:" + pw + "@127.0.0.1:port", exitUsage, "malformed node URL redis://u:xxxxx@127.0.0.1:port"},
 		// go-redis's own reason, which it gives for the URL with its password
 		// masked too, so it cannot hold the password.
-		{"bad database", "redis://:" + pw + "@127.0.0.1:7306/db", exitUsage, "node URL redis://:xxxxx@127.0.0.1:7306/db: redis: invalid database number"},
+		{"bad database", "redis://:" + pw + "@127.0.0.1:7306/db", exitUsage, "node URL redis://:xxxxx@127.0.0.1:7306/xxxxx: the path must be a database number"},
 		{"query password", "redis://127.0.0.1:7306?password=" + pw, exitUsage, "redis://127.0.0.1:7306?password=xxxxx"},
 		{"sentinel password", "redis://127.0.0.1:7306?db=0&sentinel_password=" + pw, exitUsage, "sentinel_password=xxxxx"},
 		{"unescaped @", "redis://:" + pw + "@x@127.0.0.1:7306", exitNoQuorum, "cannot reach a majority"},

@@ -74,6 +74,7 @@ func runFences(t *testing.T, env []string, resource string, times int) {
 // URL to use; a shard down fails its row and its cluster's vote.
 func TestE2EThreeClusters(t *testing.T) {
 	t.Parallel()
+	testutil.RedisServerPath(t) // skip here: a skip cannot end the test from the goroutines below
 	clusters := make([]*testutil.Cluster, 3)
 	var wg sync.WaitGroup
 	for i := range clusters {
@@ -119,7 +120,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		require.Equal(t, 3, res.Nodes)
 		require.Equal(t, 2, res.Quorum)
 		require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-		require.Len(t, res.Checks, 3*(1+3*8)+3)
+		require.Len(t, res.Checks, 3*(1+3*9)+3)
 		for _, c := range clusters {
 			name := nodeName(t, c.URL())
 			require.Equal(t, statusOK, checks[name+" cluster_state"].Status)
@@ -141,7 +142,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		requireCode(t, r, exitOK, "")
 		name := nodeName(t, urls[0])
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(name+"/"+clusters[0].Shard(1).Addr())+`\s+scripts\s+OK\s+EVALSHA and EVAL`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 78 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 87 OK: no FAIL")
 		t.Logf("doctor on three clusters:\n%s", r.stdout)
 	})
 
@@ -186,6 +187,7 @@ func TestE2EThreeClusters(t *testing.T) {
 // its replica a WARN (a failover can lose the last writes).
 func TestE2ESentinelsAndStandalone(t *testing.T) {
 	t.Parallel()
+	testutil.RedisServerPath(t) // skip here: a skip cannot end the test from the goroutines below
 	groups := make([]*testutil.SentinelGroup, 2)
 	var wg sync.WaitGroup
 	for i := range groups {
@@ -211,7 +213,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r, res, checks := doctorChecks(t, urls)
 		requireCode(t, r, exitOK, "")
 		require.Equal(t, 3, res.Nodes)
-		require.Len(t, res.Checks, 3*8+3)
+		require.Len(t, res.Checks, 3*9+3)
 		require.Equal(t, 2, res.Warn, "checks: %+v", res.Checks)
 		for _, g := range groups {
 			name := nodeName(t, g.URL())
@@ -230,7 +232,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r = cli(t, env, "doctor")
 		requireCode(t, r, exitOK, "")
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(nodeName(t, urls[1]))+`\s+role\s+WARN\s+the group's current primary`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 25 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 28 OK: no FAIL")
 		t.Logf("doctor on two Sentinel groups and a server:\n%s", r.stdout)
 	})
 }

@@ -72,6 +72,8 @@ func reason(err error) string {
 	var errno syscall.Errno
 	var nerr net.Error
 	switch {
+	case isUnknownMaster(err):
+		return unknownMasterReason
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
 	case errors.As(err, &errno):
@@ -80,6 +82,27 @@ func reason(err error) string {
 		return "timed out"
 	}
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// sentinelsUnreachable starts go-redis's error when no sentinel of a
+// Sentinel URL gave the primary's address.
+const sentinelsUnreachable = "all sentinels specified in configuration are unreachable:"
+
+// unknownMasterReason is the reason shown for isUnknownMaster.
+const unknownMasterReason = "the sentinels answered, but none knows a primary by this master_name: check ?master_name= in the URL (SENTINEL MASTERS lists the names)"
+
+// isUnknownMaster reports whether err is go-redis's "all sentinels ...
+// are unreachable" made only of "redis: nil" answers: every sentinel was
+// reached and said it knows no primary by that name (a master_name typo),
+// which the words "unreachable: redis: nil" hide.
+func isUnknownMaster(err error) bool {
+	msg := err.Error()
+	i := strings.Index(msg, sentinelsUnreachable)
+	if i < 0 {
+		return false
+	}
+	rest := strings.ReplaceAll(msg[i+len(sentinelsUnreachable):], "redis: nil", "")
+	return strings.TrimSpace(rest) == "" && strings.Contains(msg[i:], "redis: nil")
 }
 
 // summarizeNodes formats node errors as "addr: reason; addr: reason", in
@@ -108,8 +131,45 @@ func noQuorumError(err error, answered, total int) *cliError {
 	if accessDenied(errs, total) {
 		e.code, e.kind, e.msg = exitAccessDenied, kindAccessDenied, accessDeniedPrefix+e.msg
 	}
+	if ce := scriptsDisabledError(err, errs, total); ce != nil {
+		return ce
+	}
 	e.msg = clip(e.msg)
 	return e
+}
+
+// scriptsDisabledError is the error (exit 8) when the nodes that refuse
+// redlock's scripts (EVALSHA or EVAL renamed or disabled) are too many for
+// a majority: they answer, so "cannot reach" and "retry may help" would be
+// wrong. nil when they are not.
+func scriptsDisabledError(err error, errs []*redlock.NodeError, total int) *cliError {
+	var addrs []string
+	for _, ne := range errs {
+		if isScriptsDisabled(ne.Err) {
+			addrs = append(addrs, ne.Addr)
+		}
+	}
+	needed := total/2 + 1
+	if len(addrs) == 0 || len(addrs) <= total-needed {
+		return nil
+	}
+	slices.Sort(addrs)
+	msg := fmt.Sprintf("the nodes cannot run redlock's scripts: %d of %d nodes have EVALSHA or EVAL renamed or disabled (rename-command), too many for the %d needed: %s; every lock operation is a Lua script (see redlock-cli doctor)",
+		len(addrs), total, needed, strings.Join(addrs, ", "))
+	return &cliError{code: exitCannotGrant, kind: kindScriptsDisabled, msg: clip(msg), err: err,
+		extra: map[string]any{"total": total, "needed": needed, "nodes": addrs}}
+}
+
+// isScriptsDisabled reports whether err is a server's refusal of EVALSHA or
+// EVAL as an unknown command (renamed or disabled with rename-command).
+func isScriptsDisabled(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := strings.ToLower(rerr.Error())
+	return strings.Contains(msg, "unknown command 'evalsha'") || strings.Contains(msg, "unknown command 'eval'") ||
+		strings.Contains(msg, "unknown command `evalsha`") || strings.Contains(msg, "unknown command `eval`")
 }
 
 // accessDeniedPrefix starts the message of an access-denied error.

@@ -3,12 +3,15 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/redlock"
 )
 
 // Exit codes. They are part of the command's interface: documented in
-// --help (exitCodeHelp) and README.md (section "Command line"), and tested end to end.
+// --help (exitCodeHelp) and docs/cli.md (section "Exit codes"), and tested end to end.
 const (
 	exitOK = 0
 	// exitFailure: doctor found a FAIL, or an unexpected error.
@@ -33,6 +36,11 @@ const (
 	// or the resource's fence counter at its maximum. Waiting will not
 	// help, unlike exitBusy.
 	exitCannotGrant = 8
+	// exitRejoining: the lock is not held by anyone, but nodes that
+	// restarted without appendfsync always sit out their rejoin delay and
+	// leave no majority that can grant it. Unlike exitBusy, nobody holds
+	// it; unlike exitCannotGrant, it passes by itself within the delay.
+	exitRejoining = 9
 	// exitCannotExec and exitNotFound follow the shell's convention for a
 	// COMMAND that cannot be run (run only).
 	exitCannotExec = 126
@@ -46,7 +54,8 @@ const (
 const exitCodeHelp = `Exit codes:
   0      success (run: COMMAND exited 0)
   1      doctor found a FAIL, or an unexpected error
-  2      usage error: bad flag, argument, node URL, duration or token
+  2      usage error: bad flag, argument, node URL, duration or token; renew
+         without --ttl that would shorten the lock
   3      cannot reach a majority of the nodes
   4      lock busy (held by another token), or --wait ran out
   5      token does not hold the lock (renew, release)
@@ -54,7 +63,10 @@ const exitCodeHelp = `Exit codes:
   7      access denied: a wrong password or user, or an ACL without the needed
          commands, on too many nodes for a majority
   8      the nodes cannot grant the lock: too many for a majority are out of
-         memory or read-only replicas, or have the fence counter at its maximum
+         memory or read-only replicas, have the fence counter at its maximum,
+         or have EVALSHA or EVAL renamed or disabled
+  9      unavailable: too many nodes for a majority are rejoining after a
+         restart without appendfsync always (for up to the rejoin delay)
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N
@@ -84,19 +96,26 @@ func (e *cliError) Unwrap() error { return e.err }
 
 // Error kinds, as printed in the "error" field of --json error objects.
 const (
-	kindUsage        = "usage"
+	kindUsage = "usage"
+	// kindWouldShorten: renew without --ttl refused to cut the lock short
+	// (exit 2, like a usage error: give --ttl).
+	kindWouldShorten = "would_shorten"
 	kindFailure      = "failure"
 	kindNoQuorum     = "no_quorum"
 	kindAccessDenied = "access_denied"
 	kindNodeFull     = "node_full"
 	kindReadOnly     = "read_only"
 	kindFenceFull    = "fence_exhausted"
-	kindBusy         = "busy"
-	kindTimeout      = "wait_timeout"
-	kindNotHeld      = "not_held"
-	kindLeaseLost    = "lease_lost"
-	kindInterrupt    = "interrupted"
-	kindExec         = "cannot_exec"
+	kindRejoining    = "rejoining"
+	// kindScriptsDisabled: EVALSHA or EVAL renamed or disabled on too
+	// many nodes (exit 8).
+	kindScriptsDisabled = "scripts_disabled"
+	kindBusy            = "busy"
+	kindTimeout         = "wait_timeout"
+	kindNotHeld         = "not_held"
+	kindLeaseLost       = "lease_lost"
+	kindInterrupt       = "interrupted"
+	kindExec            = "cannot_exec"
 )
 
 // usageErrorf returns a usage error (exit 2).
@@ -136,6 +155,54 @@ func classify(err error) *cliError {
 	var ae *redlock.AcquireError
 	if e.code == exitCannotGrant && errors.As(err, &ae) {
 		e.extra = map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
+		e.msg = cannotGrantMessage(ae)
 	}
 	return e
+}
+
+// cannotGrantKinds are the sentinels of exit 8, and how a message says
+// what the nodes are.
+var cannotGrantKinds = []struct {
+	kind error
+	are  string
+}{
+	{redlock.ErrNodeFull, "are out of memory (free memory or raise maxmemory)"},
+	{redlock.ErrReadOnly, "are read-only replicas (every node must be a primary: check the node URLs)"},
+	{redlock.ErrFenceExhausted, "have the resource's fence counter at its maximum (lock it under a new name)"},
+}
+
+// cannotGrantMessage says once why ae's nodes cannot grant the lock,
+// naming them and quoting the server's reply once: the library's own
+// message repeats the reason for the error, the attempt and each node.
+func cannotGrantMessage(ae *redlock.AcquireError) string {
+	for _, k := range cannotGrantKinds {
+		if !errors.Is(ae, k.kind) {
+			continue
+		}
+		var addrs []string
+		var others []*redlock.NodeError
+		reply := ""
+		for _, ne := range nodeErrors(ae) {
+			if !errors.Is(ne.Err, k.kind) {
+				others = append(others, ne)
+				continue
+			}
+			addrs = append(addrs, ne.Addr)
+			var rerr redis.Error
+			if reply == "" && errors.As(ne.Err, &rerr) {
+				reply, _, _ = strings.Cut(rerr.Error(), ". script:")
+				reply = strings.TrimPrefix(reply, k.kind.Error()+": ")
+			}
+		}
+		msg := fmt.Sprintf("%q cannot be granted: %d of %d nodes %s, too many for the %d needed: %s",
+			ae.Resource, len(addrs), ae.Total, k.are, ae.Needed, strings.Join(addrs, ", "))
+		if reply != "" {
+			msg += " (" + strings.Join(strings.Fields(reply), " ") + ")"
+		}
+		if len(others) > 0 {
+			msg += "; " + summarizeNodes(others)
+		}
+		return clip(msg)
+	}
+	return oneLine(ae)
 }

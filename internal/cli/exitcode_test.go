@@ -210,7 +210,24 @@ func TestSignalExitCode(t *testing.T) {
 	cancel(&interruptError{sig: syscall.SIGTERM})
 	ce := interrupted(ctx)
 	require.Equal(t, 143, ce.code)
-	require.Equal(t, "interrupted by terminated", ce.msg)
+	require.Equal(t, "interrupted by SIGTERM", ce.msg)
+	require.Equal(t, "terminated", ce.extra["signal"], "the JSON field keeps Go's name")
+}
+
+// TestSignalName: signals as messages name them.
+func TestSignalName(t *testing.T) {
+	tests := []struct {
+		sig  os.Signal
+		want string
+	}{
+		{syscall.SIGINT, "SIGINT (Ctrl-C)"},
+		{syscall.SIGTERM, "SIGTERM"},
+		{syscall.SIGHUP, "SIGHUP"},
+		{syscall.SIGKILL, "signal 9 (killed)"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, signalName(tt.sig))
+	}
 }
 
 // TestRoundDur: durations for people, to about three digits.
@@ -228,13 +245,13 @@ func TestRoundDur(t *testing.T) {
 	require.Equal(t, "+0s", signed(-200*time.Nanosecond))
 }
 
-// TestREADMEExitCodes: the README's exit-code table lists the codes of
-// --help, in the same order.
-func TestREADMEExitCodes(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestDocsExitCodes: the exit-code table of the CLI reference (docs/cli.md)
+// lists the codes of --help, in the same order.
+func TestDocsExitCodes(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
 	require.NoError(t, err)
-	_, table, ok := strings.Cut(string(b), "\n### Exit codes\n")
-	require.True(t, ok, "README.md has no Exit codes section")
+	_, table, ok := strings.Cut(string(b), "\n## Exit codes\n")
+	require.True(t, ok, "docs/cli.md has no Exit codes section")
 	table, _, _ = strings.Cut(table, "\n#")
 	var readme []string
 	for _, line := range strings.Split(table, "\n") {

@@ -237,6 +237,14 @@ func checkURL(raw string) error {
 	if !ok || scheme == "" {
 		return usageErrorf("malformed node URL %s: missing redis:// scheme (want redis://host:port, rediss://host:port, redis+cluster://host:port or redis+sentinel://host:port?master_name=NAME)", shown)
 	}
+	if userinfo := userInfo(raw); scheme != "unix" && strings.ContainsAny(userinfo, "#/?") && !strings.Contains(userinfo, "=") {
+		return usageErrorf("malformed node URL %s: the password (or user) holds a #, / or ? that is not percent-encoded: write # as %%23, / as %%2F and ? as %%3F", shown)
+	}
+	if p := dbPath(raw); p != "" && strings.HasPrefix(scheme, "redis") {
+		if strings.Trim(p, "0123456789") != "" {
+			return usageErrorf("malformed node URL %s: the path must be a database number such as /0 (a password goes before the host: redis://:PASSWORD@host:port)", shown)
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		why := "not a URL"
@@ -267,6 +275,41 @@ func checkURL(raw string) error {
 		}
 	}
 	return nil
+}
+
+// userInfo returns what stands between raw's "://" and its last "@" (the
+// user information, with whatever a stray #, / or ? let into it); "" when
+// raw has no "@" after "://".
+func userInfo(raw string) string {
+	i := strings.Index(raw, "://")
+	at := strings.LastIndex(raw, "@")
+	if i < 0 || at < i+len("://") {
+		return ""
+	}
+	return raw[i+len("://") : at]
+}
+
+// dbPath returns the path of raw after the "/" that ends its host, up to
+// the query or fragment: the database number of a redis:// URL; "" when
+// there is none.
+func dbPath(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return ""
+	}
+	host := i + len("://")
+	if at := strings.LastIndex(raw, "@"); at >= host {
+		host = at + 1
+	}
+	slash := strings.IndexByte(raw[host:], '/')
+	if slash < 0 {
+		return ""
+	}
+	p := raw[host+slash+1:]
+	if end := strings.IndexAny(p, "?#"); end >= 0 {
+		p = p[:end]
+	}
+	return p
 }
 
 // specAddrs returns the TCP addresses a parsed node URL names: the server,

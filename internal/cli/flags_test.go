@@ -116,6 +116,8 @@ func TestPasswordNeverEchoed(t *testing.T) {
 		"redis://127.0.0.1:7306?password=s3cretpw",
 		"redis://127.0.0.1:7306?db=0&sentinel_password=s3cretpw",
 		"redis://u:s3cret%pw@127.0.0.1:7306",
+		"redis://127.0.0.1:7306/s3cretpw",
+		"redis://:s3cret#pw@127.0.0.1:7306",
 	} {
 		t.Run(u, func(t *testing.T) {
 			for _, cmd := range [][]string{{"acquire", "r"}, {"doctor"}} {
@@ -186,7 +188,18 @@ func TestCheckURL(t *testing.T) {
 		{"redis+cluster://:s3cretPW@h:1?bogus=1", "malformed node URL redis+cluster://:xxxxx@h:1?bogus=1: redis: unexpected option: bogus"},
 		{"unix+cluster://h:1", "scheme must be redis:// or rediss://"},
 		{"redis+cluster://", "no host"},
-		{"redis://:s3cretPW@h:1/db", "malformed node URL redis://:xxxxx@h:1/db: redis: invalid database number"},
+		// A password in the path: never shown, and told where it goes.
+		{"redis://:s3cretPW@h:1/db", "malformed node URL redis://:xxxxx@h:1/xxxxx: the path must be a database number such as /0 (a password goes before the host: redis://:PASSWORD@host:port)"},
+		{"redis://host:27211/s3cretPW", "malformed node URL redis://host:27211/xxxxx: the path must be a database number"},
+		{"rediss://host:27211/s3cretPW?dial_timeout=1s", "malformed node URL rediss://host:27211/xxxxx?dial_timeout=1s: the path must be a database number"},
+		{"redis://h:1/", ""},
+		{"redis://h:1/15", ""},
+		// A #, / or ? in a password must be percent-encoded.
+		{"redis://:s3cret#PW@h:1", "malformed node URL redis://:xxxxx@h:1: the password (or user) holds a #, / or ? that is not percent-encoded: write # as %23, / as %2F and ? as %3F"},
+		{"redis://u:s3cret/PW@h:1/0", "not percent-encoded"},
+		{"rediss://u:s3cret?PW@h:1", "not percent-encoded"},
+		{"redis+cluster://:s3cret#PW@h:7000", "not percent-encoded"},
+		{"redis://:s3cret%23PW@h:1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
@@ -266,4 +279,40 @@ func TestParseErrorJSON(t *testing.T) {
 	code, stdout, _ = runInProcess(t, nil, "run", "r", "--bogus", "--", "cmd", "--json")
 	require.Equal(t, exitUsage, code)
 	require.Empty(t, stdout)
+}
+
+// TestNoCommand: redlock-cli without a command (with --json or not) prints
+// its usage on stderr and exits 2, with the JSON error object under
+// --json; --help alone prints the help on stdout and exits 0.
+func TestNoCommand(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		json bool
+	}{
+		{"nothing", nil, false},
+		{"json", []string{"--json"}, true},
+		{"json and a global flag", []string{"--json", "--ttl", "5s"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runInProcess(t, nil, tt.args...)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, stderr, "Usage:")
+			require.True(t, strings.HasSuffix(stderr, "redlock-cli: no command given (see 'redlock-cli --help')\n"), "stderr: %s", stderr)
+			if tt.json {
+				require.JSONEq(t, `{"error":"usage","exit_code":2,"message":"no command given"}`, stdout)
+			} else {
+				require.Empty(t, stdout)
+			}
+		})
+	}
+	code, stdout, stderr := runInProcess(t, nil, "--help")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, stdout, "Usage:")
+	require.Empty(t, stderr)
+
+	code, _, stderr = runInProcess(t, nil, "aquire", "r")
+	require.Equal(t, exitUsage, code)
+	requireOneLine(t, stderr, `unknown command "aquire" for "redlock-cli"; did you mean acquire?`)
 }

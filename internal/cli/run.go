@@ -26,7 +26,10 @@ const defaultKillAfter = 10 * time.Second
 
 // runResult is the --json output of run, printed after COMMAND exits.
 type runResult struct {
-	Resource      string `json:"resource"`
+	Resource string `json:"resource"`
+	// Slot is the semaphore slot held (-n K above 1), RESOURCE#i: the
+	// resource the fence belongs to, as in REDLOCK_RESOURCE.
+	Slot          string `json:"slot,omitempty"`
 	Fence         uint64 `json:"fence"`
 	ExitCode      int    `json:"exit_code"`
 	ChildExitCode int    `json:"child_exit_code"`
@@ -40,7 +43,8 @@ type runResult struct {
 const runLong = `Acquire the lock on RESOURCE (one attempt, or wait up to --wait), then run
 COMMAND with REDLOCK_RESOURCE, REDLOCK_TOKEN and REDLOCK_FENCE in its
 environment, renewing the lock while it runs. SIGINT, SIGTERM and SIGHUP are
-forwarded to COMMAND. When COMMAND exits, the lock is released and
+forwarded to COMMAND; a second one (a second Ctrl-C) while COMMAND still
+runs sends it SIGKILL. When COMMAND exits, the lock is released and
 redlock-cli exits with COMMAND's exit code (128+N if killed by signal N).
 
 If the lease is lost while COMMAND runs (no majority renewed it in time),
@@ -139,6 +143,9 @@ func (r *runner) run(ctx context.Context) error {
 		stopInterrupt()
 		return err
 	}
+	// Last, after the close has waited for late calls: nodes that failed
+	// after the acquisition's flush.
+	defer r.app.watch.flush()
 	defer s.close()
 	signal.Notify(sigs, stopSignals...)
 	stopInterrupt()
@@ -156,8 +163,13 @@ func (r *runner) run(ctx context.Context) error {
 	out := r.supervise(child, lease, sigs)
 	released := r.release(s, lease)
 
+	slot := ""
+	if r.slots > 1 {
+		slot = lease.Resource()
+	}
 	res := runResult{
 		Resource:      r.resource,
+		Slot:          slot,
 		Fence:         uint64(lease.Fence()),
 		ExitCode:      out.code,
 		ChildExitCode: out.childCode,
@@ -184,15 +196,18 @@ func (r *runner) run(ctx context.Context) error {
 
 // acquire connects and takes the lock.
 func (r *runner) acquire(ctx context.Context) (*session, *redlock.Lease, error) {
-	s, err := r.app.connect(ctx)
+	w := startWait(r.wait)
+	r.app.watch = newWatcher(r.app.observer, r.app.warnf, w.total > 0)
+	s, err := r.app.connectWaiting(ctx, w)
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, err := r.app.lockSlot(ctx, s, r.resource, r.slots, r.wait)
+	lease, err := r.app.lockSlot(ctx, s, r.resource, r.slots, w)
 	if err != nil {
 		s.close()
 		return nil, nil, err
 	}
+	r.app.watch.flush()
 	return s, lease, nil
 }
 

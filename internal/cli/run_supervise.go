@@ -31,10 +31,23 @@ func (r *runner) supervise(c *child, lease *redlock.Lease, sigs <-chan os.Signal
 			killTimer.Stop()
 		}
 	}()
+	forwarded := 0 // stop signals passed on to COMMAND
 	for done := false; !done; {
 		select {
 		case sig := <-sigs:
-			c.signal(sig)
+			forwarded++
+			if forwarded == 1 {
+				c.signal(sig)
+				continue
+			}
+			// A second stop signal while COMMAND still runs (it ignores
+			// or outlasts the first): escalate, as the first one's
+			// sender clearly wants it gone.
+			if out.stoppedWith == "" {
+				out.stoppedWith = signalName(sig) + " twice, then SIGKILL"
+			}
+			r.app.warnf("%s again while COMMAND still runs; sending SIGKILL", signalName(sig))
+			c.kill()
 		case <-leaseDone:
 			leaseDone = nil
 			if !errors.Is(context.Cause(lease.Context()), redlock.ErrLeaseLost) {

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"strings"
 
+	"github.com/e6344662/go-redlock/internal/nodeurl"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -34,16 +36,41 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 	defer cancel()
 	nodes, err := redlock.Dial(dctx, urls...)
 	if err != nil {
-		return nil, opError(ctx, err, len(urls))
+		ce := opError(ctx, err, len(urls))
+		ce.msg = clip(tlsHint(ce.msg, urls))
+		return nil, ce
 	}
 	cfg := a.g.config()
 	cfg.Observer = a.observer
+	if a.watch != nil {
+		cfg.Observer = a.watch
+	}
 	l, err := redlock.New(nodes, cfg)
 	if err != nil {
 		_ = nodes.Close()
 		return nil, classify(err)
 	}
 	return &session{nodes: nodes, locker: l}, nil
+}
+
+// tlsHintText follows "timed out" for a node named by a rediss:// URL: a
+// TLS client waiting for a plain server's handshake sees only a timeout.
+const tlsHintText = " (during the TLS handshake? if the server does not speak TLS, use redis:// rather than rediss://)"
+
+// tlsHint adds tlsHintText after "ADDR: timed out" in msg for each
+// standalone node of urls that uses TLS.
+func tlsHint(msg string, urls []string) string {
+	for _, u := range urls {
+		spec, err := nodeurl.Parse(u)
+		if err != nil || spec.Kind != nodeurl.Standalone || spec.Options.TLSConfig == nil {
+			continue
+		}
+		old := spec.Name + ": timed out"
+		if i := strings.Index(msg, old); i >= 0 && !strings.HasPrefix(msg[i+len(old):], tlsHintText) {
+			msg = msg[:i+len(old)] + tlsHintText + msg[i+len(old):]
+		}
+	}
+	return msg
 }
 
 // withSession is the frame of the commands that work on a lock over a

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -16,8 +17,26 @@ var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 // interruptError is the cause of a context ended by a signal.
 type interruptError struct{ sig os.Signal }
 
-// Error names the signal.
-func (e *interruptError) Error() string { return "interrupted by " + e.sig.String() }
+// Error names the signal: "interrupted by SIGINT (Ctrl-C)".
+func (e *interruptError) Error() string { return "interrupted by " + signalName(e.sig) }
+
+// signalName is how messages name a signal: SIGINT, SIGTERM, SIGHUP (Go's
+// own names, "interrupt" or "terminated", read badly after "interrupted
+// by"); others by Go's name and number.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT (Ctrl-C)"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	if s, ok := sig.(syscall.Signal); ok {
+		return fmt.Sprintf("signal %d (%s)", int(s), s)
+	}
+	return sig.String()
+}
 
 // interruptible returns a context that is cancelled, with an
 // *interruptError cause, when the process receives one of stopSignals.

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,6 +48,11 @@ type statusResult struct {
 	Fence    uint64        `json:"fence"`
 	Waiting  int           `json:"waiting"`
 	Nodes    []statusNode  `json:"nodes"`
+	// Error, Message and ExitCode are set when fewer than a majority
+	// answered: the error object's fields, in the one result.
+	Error    string `json:"error,omitempty"`
+	Message  string `json:"message,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
 }
 
 // statusCmd builds status.
@@ -77,14 +84,24 @@ a majority answered.
 					resources = append(resources, redlock.SlotResource(resource, i))
 				}
 			}
-			return a.withSession(cmd.Context(), func(ctx context.Context, s *session) error {
-				for _, r := range resources {
-					if err := a.status(ctx, s, r); err != nil {
-						return err
-					}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			s, err := a.connect(ctx)
+			var ce *cliError
+			if err != nil && errors.As(err, &ce) && (ce.code == exitNoQuorum || ce.code == exitAccessDenied) {
+				// No majority answered: still show what each node says.
+				return a.statusPerNode(ctx, resources)
+			}
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			for _, r := range resources {
+				if err := a.status(ctx, s, r); err != nil {
+					return err
 				}
-				return nil
-			})
+			}
+			return nil
 		},
 	}
 	addSlotsFlag(cmd.Flags(), &slots)
@@ -97,29 +114,120 @@ func (a *App) status(ctx context.Context, s *session, resource string) error {
 	if err != nil {
 		return opError(ctx, err, len(s.nodes))
 	}
-	res := summarizeStatus(s.locker, st)
+	return a.reportStatus(summarizeStatus(s.locker.Key(resource), s.locker.Quorum(), st), statusNodeErrors(st))
+}
+
+// reportStatus prints one resource's status, and returns the no-quorum
+// (or access-denied) error when fewer than a majority answered; errs are
+// the nodes' errors.
+func (a *App) reportStatus(res statusResult, errs []*redlock.NodeError) error {
 	for i := range res.Nodes {
 		res.Nodes[i].Error = a.redact(res.Nodes[i].Error)
 	}
-	a.report(res, func() { a.printStatus(res) })
+	var ce *cliError
 	if res.Answered < res.Quorum {
 		msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", res.Answered, res.Total, res.Quorum)
-		if accessDenied(statusNodeErrors(st), res.Total) {
-			return &cliError{code: exitAccessDenied, kind: kindAccessDenied, reported: true, msg: accessDeniedPrefix + msg}
+		if len(errs) > 0 {
+			msg += ": " + summarizeNodes(errs)
 		}
-		return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true, msg: msg}
+		if urls, err := a.g.nodeURLs(a.Getenv); err == nil {
+			msg = tlsHint(msg, urls)
+		}
+		ce = &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true, msg: clip(msg)}
+		if accessDenied(errs, res.Total) {
+			ce.code, ce.kind, ce.msg = exitAccessDenied, kindAccessDenied, clip(accessDeniedPrefix+msg)
+		}
+		if sd := scriptsDisabledError(nil, errs, res.Total); sd != nil {
+			ce.code, ce.kind, ce.msg = sd.code, sd.kind, sd.msg
+		}
+		res.Error, res.Message, res.ExitCode = ce.kind, a.redact(ce.msg), ce.code
+	}
+	a.report(res, func() { a.printStatus(res) })
+	if ce != nil {
+		return ce
 	}
 	return nil
 }
 
-// summarizeStatus turns an Inspect result into the status output.
-func summarizeStatus(l *redlock.Locker, st *redlock.Status) statusResult {
+// statusPerNode is status when connecting found no majority:
+// it asks each node on its own, so the table still shows every node's
+// answer or error, and ends with the no-quorum error.
+func (a *App) statusPerNode(ctx context.Context, resources []string) error {
+	urls, err := a.g.nodeURLs(a.Getenv)
+	if err != nil {
+		return err
+	}
+	type one struct {
+		s   *session
+		err *redlock.NodeError
+	}
+	nodes := make([]one, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() {
+			s, err := a.connectURLs(ctx, []string{u})
+			if err == nil {
+				nodes[i].s = s
+				return
+			}
+			if errs := nodeErrors(err); len(errs) > 0 {
+				nodes[i].err = errs[0]
+			} else {
+				nodes[i].err = &redlock.NodeError{Addr: redact.URL(u), Err: err}
+			}
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, n := range nodes {
+			if n.s != nil {
+				n.s.close()
+			}
+		}
+	}()
+	if ie := interrupted(ctx); ie != nil {
+		return ie
+	}
+	quorum := len(urls)/2 + 1
+	var first error
+	for _, r := range resources {
+		st := &redlock.Status{Resource: r, Nodes: make([]redlock.NodeStatus, len(nodes))}
+		key := ""
+		for i, n := range nodes {
+			if n.s == nil {
+				st.Nodes[i] = redlock.NodeStatus{Addr: n.err.Addr, Err: n.err}
+				continue
+			}
+			key = n.s.locker.Key(r)
+			one, err := n.s.locker.Inspect(ctx, r)
+			if err != nil {
+				return opError(ctx, err, len(urls))
+			}
+			st.Nodes[i] = one.Nodes[0]
+		}
+		if key == "" {
+			key = a.g.prefix + "{" + r + "}"
+		}
+		if err := a.reportStatus(summarizeStatus(key, quorum, st), statusNodeErrors(st)); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		// The nodes came back between the two tries.
+		return nil
+	}
+	return first
+}
+
+// summarizeStatus turns an Inspect result into the status output, for the
+// lock key key and a quorum of quorum nodes.
+func summarizeStatus(key string, quorum int, st *redlock.Status) statusResult {
 	res := statusResult{
 		Resource: st.Resource,
-		Key:      l.Key(st.Resource),
+		Key:      key,
 		State:    st.State.String(),
 		Total:    len(st.Nodes),
-		Quorum:   l.Quorum(),
+		Quorum:   quorum,
 		Nodes:    make([]statusNode, 0, len(st.Nodes)),
 	}
 	for _, ns := range st.Nodes {

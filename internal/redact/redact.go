@@ -8,7 +8,9 @@
 // "@" of the string is taken for user information (the user name before the
 // first ":" is kept unless it holds an "@", the rest hidden), and from the first query parameter
 // whose name mentions a password, secret, token or auth, its value and the
-// rest of the URL are hidden. A malformed URL can thus lose more than its
+// rest of the URL are hidden. The path of a redis:// URL is hidden unless it
+// is a database number (a password typed there, redis://host:6379/PASSWORD,
+// is no less secret). A malformed URL can thus lose more than its
 // password (a host after an "@" in a path, options after a password); it
 // never shows any part of one. In free text, every run
 // of 32 or more hex digits (a lock token is 32) is cut to its first 8.
@@ -191,6 +193,13 @@ func spans(raw string) []span {
 			sp = append(sp, span{from, at})
 		}
 	}
+	// The path of a redis:// or rediss:// URL (not unix://, whose path is
+	// the socket's) holds a database number; anything else there may be a
+	// password written in the wrong place (redis://host:6379/PASSWORD), so
+	// it is hidden up to the query or fragment.
+	if p := dbPath(raw); p.from < p.to {
+		sp = append(sp, p)
+	}
 	// Query parameters naming a secret, wherever they are: at every "=",
 	// the name runs back to the previous "?" or "&", and the value is
 	// hidden to the end of raw: a password may hold an unescaped "&", and
@@ -206,6 +215,33 @@ func spans(raw string) []span {
 		}
 	}
 	return merge(sp)
+}
+
+// dbPath returns the range of raw's path after the "/" that ends the
+// authority, when raw is a redis URL (its scheme starts with "redis") and
+// the path is not a database number; an empty span otherwise.
+func dbPath(raw string) span {
+	i := strings.Index(raw, "://")
+	if i < 0 || !isScheme(raw[:i]) || !strings.HasPrefix(strings.ToLower(raw[:i]), "redis") {
+		return span{}
+	}
+	host := i + len("://")
+	if at := strings.LastIndex(raw, "@"); at >= host {
+		host = at + 1
+	}
+	slash := strings.IndexByte(raw[host:], '/')
+	if slash < 0 {
+		return span{}
+	}
+	from := host + slash + 1
+	to := len(raw)
+	if end := strings.IndexAny(raw[from:], "?#"); end >= 0 {
+		to = from + end
+	}
+	if strings.Trim(raw[from:to], "0123456789") == "" {
+		return span{} // a database number, or nothing
+	}
+	return span{from, to}
 }
 
 // secretName reports whether a query parameter name (possibly

@@ -45,6 +45,15 @@ func TestURL(t *testing.T) {
 		// An "@" in a path is taken for the end of user information:
 		// more is hidden than needed, never less.
 		{"redis://h:1/a@b", "redis://h:xxxxx@b"},
+		// A path that is not a database number: a password in the wrong
+		// place; a Unix socket's path is shown.
+		{"redis://host:27211/S3cr3t-pw", "redis://host:27211/xxxxx"},
+		{"rediss://u:pw@h:1/S3cr3t?dial_timeout=1s", "rediss://u:xxxxx@h:1/xxxxx?dial_timeout=1s"},
+		{"redis+sentinel://h:1/pw#frag", "redis+sentinel://h:1/xxxxx#frag"},
+		{"redis://h:1/", "redis://h:1/"},
+		{"redis://h:1/15", "redis://h:1/15"},
+		{"unix:///run/redis/redis.sock", "unix:///run/redis/redis.sock"},
+		{"unix://:pw@/run/redis.sock?db=1", "unix://:xxxxx@/run/redis.sock?db=1"},
 		// Query parameters.
 		{"redis://h:1?password=pw", "redis://h:1?password=xxxxx"},
 		{"redis://h:1?Password=pw&db=1", "redis://h:1?Password=xxxxx"},
@@ -109,8 +118,10 @@ func TestError(t *testing.T) {
 
 func TestURLError(t *testing.T) {
 	require.Equal(t, "", redact.URLError("redis://h", nil))
-	require.Equal(t, `redis: invalid database number: "x"`,
-		redact.URLError("redis://h:1/x", errors.New(`redis: invalid database number: "x"`)))
+	require.Equal(t, `redis: invalid database number: "99999999999999999999"`,
+		redact.URLError("redis://h:1/99999999999999999999", errors.New(`redis: invalid database number: "99999999999999999999"`)))
+	// A path that is not a number may be a password typed in the wrong place.
+	require.NotContains(t, redact.URLError("redis://h:1/S3cr3t-pw", errors.New(`redis: invalid database number: "S3cr3t-pw"`)), "S3cr3t")
 	// url.Error repeats the whole URL: only its cause is kept.
 	badPort := fmt.Sprintf("redis://h:%s", "port") // not a literal: staticcheck flags invalid URL literals (SA1007)
 	_, perr := url.Parse(badPort)

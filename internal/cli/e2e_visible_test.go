@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// TestE2ERejoiningNodesAreNotBusy: servers just started without AOF sit
+// out their rejoin delay. acquire then exits 9 (rejoining), naming the
+// nodes, instead of 4 (busy); with --wait it says so on stderr at once and
+// takes the lock when the delay has passed.
+func TestE2ERejoiningNodesAreNotBusy(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3, testutil.WithConfig("appendonly no"))
+	env := nodesEnv(c.URLs())
+	const delay = "--rejoin-delay=6s"
+
+	r := cli(t, env, "acquire", "fresh", delay)
+	requireCode(t, r, exitRejoining, `"fresh" is unavailable, not busy: `)
+	require.Regexp(t, `[23] of 3 nodes are rejoining after a restart without appendfsync always, and refuse every lock until they have been up for the rejoin delay \(--rejoin-delay, default the --ttl\): 127\.0\.0\.1:\d+ \(up \ds of the 6s rejoin delay\)`, r.stderr)
+	require.Empty(t, r.stdout)
+
+	r = cli(t, env, "acquire", "fresh", delay, "--json")
+	requireCode(t, r, exitRejoining, "unavailable")
+	obj := decode(t, r)
+	require.Equal(t, "rejoining", obj["error"])
+	require.Equal(t, 9.0, obj["exit_code"])
+	require.GreaterOrEqual(t, len(obj["rejoining"].([]any)), 2)
+	for _, addr := range obj["rejoining"].([]any) {
+		require.Contains(t, c.Addrs(), addr)
+	}
+
+	r = cli(t, env, "run", "fresh", delay, "--", "true")
+	requireCode(t, r, exitRejoining, "unavailable, not busy")
+
+	// Waiting: one warning line at once, then the lock.
+	cmd := cliCommand(t, env, "acquire", "fresh", delay, "--wait", "20s", "--json")
+	var stdout, stderr lockedBuffer // read while the command writes
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	waitFor(t, 3*time.Second, "the rejoining warning", func() bool {
+		return strings.Contains(stderr.String(), "warning: ")
+	})
+	r = waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, exitOK, "warning: ")
+	require.Contains(t, r.stderr, "nodes are rejoining after a restart")
+	require.Equal(t, "fresh", decode(t, r)["resource"])
+
+	// Once the delay has passed, a held lock is busy again (exit 4).
+	r = cli(t, env, "acquire", "fresh", delay)
+	requireCode(t, r, exitBusy, `"fresh" is busy`)
+}
+
+// TestE2EMinorityMisconfiguredIsVisible: a node with a wrong password, or a
+// replica among the nodes, leaves the lock to the other two; the lock is
+// granted, with one warning line naming the node and why.
+func TestE2EMinorityMisconfiguredIsVisible(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3, testutil.WithPassword("rightPW123"))
+	urls := c.URLs()
+	urls[2] = strings.ReplaceAll(urls[2], "rightPW123", "wrongPW456")
+	for _, args := range [][]string{{"acquire", "pw"}, {"acquire", "pw2", "--wait", "2s"}, {"run", "pw3", "--", "true"}} {
+		r := cli(t, nodesEnv(urls), args...)
+		requireCode(t, r, exitOK, "warning: node "+c.Server(2).Addr()+" cannot take part in the quorum: access denied")
+		require.Contains(t, r.stderr, "WRONGPASS")
+		require.Contains(t, r.stderr, "one failure fewer to spare")
+		require.NotContains(t, r.stdout+r.stderr, "wrongPW456")
+	}
+
+	// A replica in the node set.
+	s := testutil.StartRedis(t, 4)
+	require.NoError(t, s.Server(3).Do(t.Context(), "REPLICAOF", "127.0.0.1", s.Server(0).Port()).Err())
+	withReplica := []string{s.URLs()[1], s.URLs()[2], s.URLs()[3]}
+	waitFor(t, 10*time.Second, "the replica to sync", func() bool {
+		info, err := s.Server(3).Do(t.Context(), "INFO", "replication").Text()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	r := cli(t, nodesEnv(withReplica), "acquire", "rep", "--json")
+	requireCode(t, r, exitOK, "warning: node "+s.Server(3).Addr()+" cannot take part in the quorum: it is a read-only replica")
+	require.Contains(t, r.stderr, "(READONLY You can't write against a read only replica")
+	require.Equal(t, 1, strings.Count(r.stderr, s.Server(3).Addr()), r.stderr)
+	require.Len(t, decode(t, r)["granted"], 2)
+
+	// A node that is merely down is shown by status, not warned about here.
+	require.NoError(t, s.Server(3).Kill())
+	r = cli(t, nodesEnv(withReplica), "acquire", "down", "--timeout", "500ms")
+	requireCode(t, r, exitOK, "")
+	require.Empty(t, r.stderr)
+}
+
+// TestE2EStatusWithoutAMajority: with a majority of the nodes down from
+// the start, status still prints every node's row (the live node's lock,
+// the others' errors), counts the node that answered, and exits 3; --json
+// gives the same in one object with the error fields.
+func TestE2EStatusWithoutAMajority(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	r := cli(t, env, "acquire", "jobs", "--owner", "cron-7", "--json")
+	requireCode(t, r, exitOK, "")
+	token := decode(t, r)["token"].(string)
+	require.NoError(t, c.Server(1).Kill())
+	require.NoError(t, c.Server(2).Kill())
+
+	r = cli(t, env, "status", "jobs", "--timeout", "500ms")
+	requireCode(t, r, exitNoQuorum, "cannot reach a majority of the nodes: 1 of 3 answered, 2 needed: ")
+	require.Regexp(t, regexp.QuoteMeta(c.Server(0).Addr())+`\s+held\s+`+token[:8]+`\s+cron-7\s`, r.stdout)
+	for _, i := range []int{1, 2} {
+		require.Regexp(t, regexp.QuoteMeta(c.Server(i).Addr())+`\s+-.*connection refused`, r.stdout)
+	}
+	require.Contains(t, r.stdout, `"jobs": unknown: only 1 nodes answered, quorum 2 of 3`)
+	require.NotContains(t, r.stdout, token)
+
+	r = cli(t, env, "status", "jobs", "--timeout", "500ms", "--json")
+	requireCode(t, r, exitNoQuorum, "1 of 3 answered")
+	st := decode(t, r)
+	require.Equal(t, "no_quorum", st["error"])
+	require.Equal(t, 3.0, st["exit_code"])
+	require.Equal(t, 1.0, st["answered"])
+	require.Equal(t, "unknown", st["state"])
+	nodes := st["nodes"].([]any)
+	require.Len(t, nodes, 3)
+	require.Equal(t, true, nodes[0].(map[string]any)["held"])
+	require.Equal(t, "connection refused", nodes[1].(map[string]any)["error"])
+
+	// Every slot of a semaphore gets its table.
+	r = cli(t, env, "status", "jobs", "-n", "2", "--timeout", "500ms")
+	requireCode(t, r, exitNoQuorum, "1 of 3 answered")
+	require.Contains(t, r.stdout, `"jobs#0": unknown`)
+	require.Contains(t, r.stdout, `"jobs#1": unknown`)
+}
+
+// TestE2EWaitCountsTheNodesThatAnswered: when the majority goes away during
+// a --wait, the final error counts the node that still answered.
+func TestE2EWaitCountsTheNodesThatAnswered(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	r := cli(t, env, "acquire", "held", "--ttl", "30s")
+	requireCode(t, r, exitOK, "")
+
+	cmd := cliCommand(t, env, "acquire", "held", "--wait", "2s", "--timeout", "300ms")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, c.Server(1).Kill())
+	require.NoError(t, c.Server(2).Kill())
+	r = waitCLI(t, cmd, &stdout, &stderr, start)
+	requireCode(t, r, exitNoQuorum, "1 of 3 answered")
+}
+
+// TestAttemptAnswered: the nodes of a failed attempt that answered are all
+// but the failed and the silent ones.
+func TestAttemptAnswered(t *testing.T) {
+	ne := func(addr string) error { return &redlock.NodeError{Addr: addr, Err: errors.New("connection refused")} }
+	tests := []struct {
+		name string
+		ae   redlock.AcquireError
+		want int
+	}{
+		{"two failed, one late", redlock.AcquireError{Total: 3, NodeErrors: []error{ne("a"), ne("b")}}, 1},
+		{"one granted, one refused, one failed", redlock.AcquireError{Total: 3, Granted: 1, Refused: []string{"b"}, NodeErrors: []error{ne("c")}}, 2},
+		{"two silent", redlock.AcquireError{Total: 3, NodeErrors: []error{ne("a"), errors.New("2 nodes did not answer within 300ms")}}, 0},
+		{"five, one silent", redlock.AcquireError{Total: 5, Refused: []string{"a", "b"}, NodeErrors: []error{errors.New("1 nodes did not answer within 1s")}}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, attemptAnswered(&tt.ae))
+		})
+	}
+}
