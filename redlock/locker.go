@@ -271,6 +271,6 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	t, _ := l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(l.Key(resource)), token: token}, allAnswers, namingHeads)
+	t, _ := l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(l.Key(resource)), token: token}, allAnswers, handingOver)
 	return l.verdict("release", resource, t)
 }

@@ -40,7 +40,8 @@ type Node interface {
 	// and the message of every announcement on a watched key's release
 	// channel (key + ":released"), and with an empty message when
 	// announcements of the key may have been missed (the subscription was
-	// cut and is back). onMessage must not block.
+	// cut and is back). onMessage must not block. A node that announces
+	// nothing returns nil: its waiters then rely on the backoff.
 	Subscribe(onMessage func(key, msg string)) Subscription
 }
 

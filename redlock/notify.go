@@ -25,7 +25,7 @@ type waitHub struct {
 	opened  bool
 	closed  bool
 	inboxed bool      // the Locker's inbox is watched (Locker.inbox)
-	subs    []*hubSub // nil entries for nodes that are not Notifiers
+	subs    []*hubSub // nil entries for nodes that announce nothing
 	keys    map[string]*keyWait
 	syncs   sync.WaitGroup
 }
@@ -80,9 +80,12 @@ type waiter struct {
 	id     string
 	handed map[int]fencing.Token
 	// notes counts the hand-overs noted for the waiter; notedAt holds, by
-	// node index, the count when the node's was noted.
+	// node index, the count when the node's was noted; seen the highest
+	// counter heard from the node, kept when the hand-over is forgotten, so
+	// that a late copy of its announcement does not bring it back.
 	notes   uint64
 	notedAt map[int]uint64
+	seen    map[int]fencing.Token
 }
 
 // hubSub is one node's subscription and the keys it watches now.
@@ -105,7 +108,9 @@ func (h *waitHub) join(key, id string) *waiter {
 		h.opened = true
 		h.subs = make([]*hubSub, len(h.l.nodes))
 		for i, n := range h.l.nodes {
-			h.subs[i] = &hubSub{sub: n.Subscribe(func(key, msg string) { h.notify(i, key, msg) }), watching: make(map[string]bool)}
+			if sub := n.Subscribe(func(key, msg string) { h.notify(i, key, msg) }); sub != nil {
+				h.subs[i] = &hubSub{sub: sub, watching: make(map[string]bool)}
+			}
 		}
 	}
 	if !slices.ContainsFunc(h.subs, func(s *hubSub) bool { return s != nil }) {
@@ -315,12 +320,12 @@ func (kw *keyWait) handOver(node int, id string, c fencing.Token) {
 			if w.handed == nil {
 				w.handed = make(map[int]fencing.Token)
 			}
-			if c > w.handed[node] { // not the same hand-over heard twice
+			if c > w.seen[node] { // not the same hand-over heard twice
 				if w.notedAt == nil {
-					w.notedAt = make(map[int]uint64)
+					w.notedAt, w.seen = make(map[int]uint64), make(map[int]fencing.Token)
 				}
 				w.notes++
-				w.handed[node], w.notedAt[node] = c, w.notes
+				w.handed[node], w.notedAt[node], w.seen[node] = c, w.notes, c
 				w.signal()
 			}
 		}
@@ -357,7 +362,7 @@ func (h *waitHub) fromInbox(node int, msg string) {
 func (h *waitHub) rename(w *waiter, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w.id, w.handed, w.notedAt = id, nil, nil
+	w.id, w.handed, w.notedAt, w.seen = id, nil, nil, nil
 }
 
 // notes returns how many hand-overs have been noted for w (0 for nil).

@@ -190,10 +190,10 @@ type handRule int
 
 const (
 	// namingHeads names the head, which tries again (an attempt's
-	// clean-up, a release by token).
+	// clean-up).
 	namingHeads handRule = iota
-	// handingOver hands the lock over to the head (a lease's release,
-	// docs/design.md section 11.2).
+	// handingOver hands the lock over to the head (a lease's release, a
+	// release by token: docs/design.md section 11.2).
 	handingOver
 )
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/scripts"
 )
 
 // RedisNode is a Node backed by a go-redis client: the only place where
@@ -31,7 +33,12 @@ var _ Node = (*RedisNode)(nil)
 // call runs on a worker under a context with that deadline, and a call that
 // ignores it (a client with ContextTimeoutEnabled false on a dead network)
 // counts as failed when the deadline passes, then finishes on its worker by
-// the client's own ReadTimeout. Clients built by Dial honour the context.
+// the client's own ReadTimeout. Clients built by Dial honour the context,
+// never retry a command and dial once per attempt; with go-redis's defaults
+// instead, one paused node makes Renew wait up to NodeCallTimeout, Release
+// 0.7-2 s and TryAcquire about twice NodeCallTimeout, and a Sentinel client
+// reaches a new primary only when its connection fails (docs/library.md:
+// set ContextTimeoutEnabled, MaxRetries -1 and DialerRetries 1).
 func NewRedisNode(client redis.UniversalClient) *RedisNode {
 	n := &RedisNode{client: client, addr: clientAddr(client), bounded: honoursContext(client)}
 	n.watchDials()
@@ -87,15 +94,15 @@ func (n *RedisNode) Client() redis.UniversalClient { return n.client }
 func (n *RedisNode) Close() error { return n.client.Close() }
 
 // Eval implements Node with go-redis's Script.Run (EVALSHA, then EVAL
-// when the server's script cache lacks the script). A failure that is not
-// the server's error reply (the connection failed: the server may be
-// restarting) makes the node learn its server's uptime again before the
-// next Uptime.
+// when the server's script cache lacks the script). An acquire that fails
+// for another reason than the server's error reply (the connection failed:
+// the server may be restarting) makes the node learn its server's uptime
+// again before the next Uptime.
 func (n *RedisNode) Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	reply, err := script.Run(ctx, n.client, keys, args...).Result()
 	if err != nil {
 		var rerr redis.Error
-		if !errors.As(err, &rerr) {
+		if script == scripts.Acquire && !errors.As(err, &rerr) {
 			n.rejoin.stale.Store(true)
 		}
 		return nil, err

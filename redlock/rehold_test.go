@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,17 +14,22 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// reholdGate is a node that tells when a rehold call begins (started) and,
-// with hang, holds every rehold call until hang closes, ignoring its
-// context: a server paused just as the lock was handed over.
+// reholdGate is a node whose rehold calls wait until every node has
+// handed the lock over (ready), then tell that a rehold began (started)
+// and, with hang, hold on until hang closes, ignoring their context: a
+// server paused just as the lock was handed over.
 type reholdGate struct {
 	redlock.Node
+	ready   func() bool
 	started chan<- struct{}
 	hang    <-chan struct{}
 }
 
 func (n reholdGate) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
 	if s == scripts.Rehold {
+		for deadline := time.Now().Add(2 * time.Second); !n.ready() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		select {
 		case n.started <- struct{}{}:
 		default:
@@ -56,9 +62,23 @@ func handedOverLate(t *testing.T, ctx context.Context, hung []bool) (*redlock.Lo
 
 	started := make(chan struct{}, 1)
 	hang := make(chan struct{})
+	key := holder.Key("late")
+	// Every node has handed the lock over: each holds the same lock, not
+	// the holder's.
+	ready := func() bool {
+		var v0 string
+		for i := range 3 {
+			v, err := c.Server(i).Get(key)
+			if err != nil || strings.HasPrefix(v, lease.Token()) || (i > 0 && v != v0) {
+				return false
+			}
+			v0 = v
+		}
+		return true
+	}
 	nodes := c.Nodes()
 	for i := range nodes {
-		g := reholdGate{Node: nodes[i], started: started}
+		g := reholdGate{Node: nodes[i], ready: ready, started: started}
 		if hung[i] {
 			g.hang = hang
 		}
@@ -121,5 +141,56 @@ func TestAcquireEndsWithItsContextDuringARehold(t *testing.T) {
 		require.Less(t, time.Since(begun), waiter.Config().NodeCallTimeout/2, "Acquire outlived its context")
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire did not return")
+	}
+}
+
+// slowRehold delays the rehold script on one node: a node farther away
+// (another zone), not a paused one.
+type slowRehold struct {
+	redlock.Node
+	d time.Duration
+}
+
+func (n slowRehold) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if s == scripts.Rehold {
+		time.Sleep(n.d)
+	}
+	return n.Node.Eval(ctx, s, keys, args...)
+}
+
+// TestAHandOverWaitsForASlowMajorityNode: the holder held the lock on
+// nodes 0 and 1 (node 2 holds someone else's and refuses at once), and
+// both hand it over to a waiter that waited long enough to rehold it.
+// Node 2's quick refusal must not end the rehold before slow node 1, whose
+// answer makes the majority, has answered (found by review: the waiter
+// went round and round until its context ended, holding the lock).
+func TestAHandOverWaitsForASlowMajorityNode(t *testing.T) {
+	for _, delay := range []time.Duration{0, 40 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			c := testutil.NewMiniCluster(t, 3)
+			cfg := redlock.Config{LeaseDuration: reholdLease}
+			holder := newLocker(t, c.Nodes(), cfg)
+			key := holder.Key("late")
+			require.NoError(t, c.Server(2).Set(key, strings.Repeat("f", 32)+" other"))
+			lease, err := holder.TryAcquire(testutil.Context(t), "late") // nodes 0 and 1
+			require.NoError(t, err)
+
+			nodes := c.Nodes()
+			nodes[1] = slowRehold{Node: nodes[1], d: delay}
+			waiter := newLocker(t, nodes, cfg)
+			ctx, cancel := context.WithTimeout(testutil.Context(t), 6*time.Second)
+			defer cancel()
+			out := make(chan error, 1)
+			go func() {
+				ls, err := waiter.Acquire(ctx, "late")
+				if err == nil {
+					err = ls.Release(context.Background())
+				}
+				out <- err
+			}()
+			time.Sleep(2 * time.Second) // the waiter waits: its hand-over needs a rehold
+			require.NoError(t, lease.Release(testutil.Context(t)))
+			require.NoError(t, <-out)
+		})
 	}
 }

@@ -25,7 +25,10 @@ type fairWait struct {
 	notes uint64
 }
 
+// queue also notes how many hand-overs had been announced before the
+// attempt's calls went out: failed forgets only those.
 func (fw *fairWait) queue() *queueArgs {
+	fw.notes = fw.l.hub.notes(fw.w)
 	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}
 }
 
@@ -34,7 +37,6 @@ func (fw *fairWait) started(c startedCalls) {
 		fw.p.first = c.at
 	}
 	fw.p.addCalls(c, fw.l.cfg.NodeCallTimeout)
-	fw.notes = fw.l.hub.notes(fw.w)
 }
 
 // listen hears the nodes a little longer when some hold the lock for the
@@ -447,8 +449,8 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 
 // rehold sets key, held by token from on the nodes idxs, to p's own lock
 // value for the lease duration, and returns the nodes that did it with
-// their fence counters: as soon as a majority did, or when ctx ends, or
-// within NodeCallTimeout, or briefly after a node refused. ctx cancels no call: a call still running goes on
+// their fence counters: as soon as a majority did or no majority can, or
+// when ctx ends, within NodeCallTimeout. ctx cancels no call: a call still running goes on
 // (recorded among p's calls, which its leaving waits for), and can only
 // move a lock that from still holds.
 func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string, p *place) map[int]fencing.Token {
@@ -466,28 +468,14 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 	})
 	p.addCalls(startedCalls{at: start, wg: wg, over: deadline}, l.cfg.NodeCallTimeout)
 	held := make(map[int]fencing.Token, len(idxs))
-	refused := 0
-	take := func(r reply[reheld]) bool {
+	read := 0
+	gather(ctx, replies, deadline, len(idxs), func(r reply[reheld]) bool {
+		read++
 		if r.err == nil && r.val.ok {
 			held[r.idx] = r.val.c
-		} else if r.err == nil {
-			refused++
 		}
-		return len(held) >= l.quorum || refused > 0
-	}
-	read, _ := gather(ctx, replies, deadline, len(idxs), take)
-	if len(held) < l.quorum && read < len(idxs) && ctx.Err() == nil {
-		// A node refused (its hand-over may not have come yet): hear the
-		// others only briefly, so that a paused node does not hold the
-		// hand-off up; the next attempt finds the locks where they are.
-		elapsed := time.Since(start)
-		brief, cancel := context.WithTimeout(ctx, min(max(2*elapsed, time.Millisecond), l.cfg.NodeCallTimeout))
-		gather(brief, replies, deadline, len(idxs)-read, func(r reply[reheld]) bool {
-			take(r)
-			return len(held) >= l.quorum
-		})
-		cancel()
-	}
+		return len(held) >= l.quorum || len(held)+len(idxs)-read < l.quorum
+	})
 	return held
 }
 

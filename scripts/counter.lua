@@ -21,8 +21,6 @@ local function c_valid(s)
   return c_decimal(s) and not c_less(c_top, s)
 end
 
-local c_top = '9223372036854775807'
-
 -- c_read reads the fence counter: its value (false when it does not exist
 -- yet), or nil and an error text when the key holds something else.
 local function c_read(kf)
