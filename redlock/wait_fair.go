@@ -162,8 +162,20 @@ func (fw *fairWait) sleep(ctx context.Context, d time.Duration) (*Lease, error) 
 		if d -= time.Since(slept); next != waitMore || d <= 0 {
 			return nil, nil
 		}
+		// The other nodes' announcements of one release come within a
+		// few milliseconds of the first. When they do not, those nodes
+		// handed the lock to another head (their tickets did not agree
+		// yet): an attempt then finds out, and gives back a minority that
+		// cannot be used, instead of each head keeping one until its
+		// backoff ends.
+		d = min(d, handOverGrace)
 	}
 }
+
+// handOverGrace is how long a waiter that heard some nodes hand the lock
+// over to it waits for the others' announcements before it makes an
+// attempt.
+const handOverGrace = 5 * time.Millisecond
 
 // done gives the place up when the Acquire ends without a lease (a lease
 // leaves the queue when it ends): on every node, giving back a lock
