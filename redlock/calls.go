@@ -19,7 +19,6 @@ import (
 // work the same over any Node, wrapped or not. docs/design.md §3 and §4
 // describe the keys and scripts.
 
-func fenceKey(key string) string       { return key + ":fence" }
 func releaseChannel(key string) string { return key + ":released" }
 
 // queueKeys are the lock's wait queue: the waiters' tickets and their

@@ -101,10 +101,6 @@ type AcquireError struct {
 
 	kind      error
 	permanent bool // failures that waiting will not change rule out a majority (lasting)
-	rejoining int  // refusals of nodes within their rejoin delay
-	handed    int  // refusals because the caller's place holds the lock
-	silent    int  // nodes that had not answered when the attempt was decided
-	queue     queueView
 }
 
 // lasting looks through the node errors of an attempt that node failures
