@@ -255,7 +255,7 @@ func (l *Locker) establish(ls *Lease, granted []int, fence fencing.Token) bool {
 // failures that waiting will not change (lasting). rejoining counts the
 // refusals of nodes within their rejoin delay.
 func (e *AcquireError) finish(rejoining int) error {
-	e.kind = ErrNotAcquired
+	e.kind, e.rejoining = ErrNotAcquired, rejoining
 	if len(e.Refused) <= e.Total-e.Needed && e.Reason == "" && len(e.NodeErrors) > 0 {
 		e.kind = ErrNoQuorum
 		e.lasting()

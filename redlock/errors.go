@@ -60,6 +60,13 @@ var (
 	// the *NodeError of each such node wraps it too.
 	ErrFenceExhausted = errors.New("redlock: fence counter exhausted")
 
+	// ErrRejoining marks an attempt refused by nodes that sit out their
+	// rejoin delay (Config.RejoinDelay): servers that started less than
+	// the delay ago without appendfsync always, and so may have lost locks
+	// they granted. It passes with time; an *AcquireError wraps it, beside
+	// ErrNotAcquired, when such nodes refused.
+	ErrRejoining = errors.New("redlock: nodes rejoining after a restart")
+
 	errBadReply = errors.New("redlock: unexpected script reply")
 )
 
@@ -101,6 +108,7 @@ type AcquireError struct {
 
 	kind      error
 	permanent bool // failures that waiting will not change rule out a majority (lasting)
+	rejoining int  // refusals of nodes within their rejoin delay
 }
 
 // lasting looks through the node errors of an attempt that node failures
@@ -112,11 +120,13 @@ type AcquireError struct {
 // reason. Either way it is permanent: Acquire returns it at once.
 func (e *AcquireError) lasting() {
 	spare := e.Total - e.Needed // nodes a majority can do without
-	var denied, full, readOnly, exhausted int
+	var denied, full, readOnly, exhausted, disabled int
 	for _, err := range e.NodeErrors {
 		switch {
 		case isAuthError(err):
 			denied++
+		case isScriptsDisabled(err):
+			disabled++
 		case errors.Is(err, ErrNodeFull):
 			full++
 		case errors.Is(err, ErrReadOnly):
@@ -137,9 +147,11 @@ func (e *AcquireError) lasting() {
 	case exhausted > spare:
 		e.kind = ErrFenceExhausted
 		e.Reason = "the fence counter is at its maximum on a majority of nodes: use a new resource name"
-	case denied+full+readOnly+exhausted > spare:
-		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d out of memory, %d read-only, %d with the fence counter at its maximum",
-			denied, full, readOnly, exhausted)
+	case disabled > spare:
+		e.Reason = "EVAL or EVALSHA is renamed or disabled on a majority of nodes: the lock scripts cannot run there"
+	case denied+full+readOnly+exhausted+disabled > spare:
+		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d out of memory, %d read-only, %d with the fence counter at its maximum, %d without EVAL/EVALSHA",
+			denied, full, readOnly, exhausted, disabled)
 	default:
 		return
 	}
@@ -167,7 +179,11 @@ func (e *AcquireError) Error() string {
 // Unwrap returns the sentinel and the node errors, for errors.Is and
 // errors.As.
 func (e *AcquireError) Unwrap() []error {
-	return append([]error{e.kind}, e.NodeErrors...)
+	errs := append([]error{e.kind}, e.NodeErrors...)
+	if e.rejoining > 0 {
+		errs = append(errs, ErrRejoining)
+	}
+	return errs
 }
 
 // nodeErrors formats per-node errors on one line, each after "; ", and

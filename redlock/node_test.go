@@ -83,6 +83,7 @@ func TestAWrappedNodeKeepsEveryRule(t *testing.T) {
 		l := newLocker(t, wrap(c.Nodes(), &evals), redlock.Config{LeaseDuration: 10 * time.Second})
 		_, err := l.TryAcquire(testutil.Context(t), "fresh")
 		require.ErrorIs(t, err, redlock.ErrNotAcquired, "servers that may have lost their data granted the lock")
+		require.ErrorIs(t, err, redlock.ErrRejoining)
 		require.True(t, strings.Contains(err.Error(), "rejoining"), "the refusal says why: %v", err)
 		require.Zero(t, evals.Load(), "a rejoining node is not asked")
 	})

@@ -77,6 +77,7 @@ func TestQuorumBoundaries(t *testing.T) {
 						require.Error(t, err, "mask %b", mask)
 						if fault == "busy" {
 							require.ErrorIs(t, err, redlock.ErrNotAcquired)
+							require.NotErrorIs(t, err, redlock.ErrRejoining, "a busy lock is not a rejoining node")
 						} else {
 							require.ErrorIs(t, err, redlock.ErrNoQuorum)
 						}

@@ -325,6 +325,26 @@ type serverError interface {
 	RedisError()
 }
 
+// isScriptsDisabled reports whether err is a server refusing EVALSHA or
+// EVAL as an unknown command (renamed or disabled in its configuration):
+// no lock script can run there until the configuration changes.
+func isScriptsDisabled(err error) bool {
+	var rerr serverError
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := strings.ToLower(rerr.Error())
+	if !strings.Contains(msg, "unknown command") {
+		return false
+	}
+	for _, c := range []string{"'evalsha'", "'eval'", "`evalsha`", "`eval`"} {
+		if strings.Contains(msg, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // isAuthError reports whether err is the server refusing our credentials or
 // permissions: retrying will not help.
 func isAuthError(err error) bool {

@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"sync"
@@ -96,4 +97,20 @@ func TestNodeErrorsNeverHoldTheToken(t *testing.T) {
 	}
 	require.True(t, strings.Contains(strings.Join(errs, "\n"), "'"+token[:redact.TokenPrefixLen]+"..."),
 		"the token's prefix is kept, to tell tokens apart: %q", errs)
+}
+
+// TestAcquireStopsAtOnceWhenTheScriptsCannotRun: EVALSHA and EVAL renamed
+// on a majority is not a passing failure: Acquire returns at once, saying
+// why, instead of retrying until its context ends.
+func TestAcquireStopsAtOnceWhenTheScriptsCannotRun(t *testing.T) {
+	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1})
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := l.Acquire(ctx, "no-scripts")
+	require.ErrorIs(t, err, redlock.ErrNoQuorum)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "Acquire waited for its context")
+	require.Contains(t, err.Error(), "EVAL or EVALSHA is renamed or disabled on a majority of nodes")
+	require.Less(t, time.Since(start), 2*time.Second)
 }
