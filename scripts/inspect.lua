@@ -1,3 +1,4 @@
+-- model: inspect
 -- inspect: read one resource's state without changing it.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) the expiry key of
 -- the lock's wait queue (queue.lua, included above)
