@@ -55,7 +55,6 @@
 /* request kinds */
 #define ACQ 1
 #define FEN 2
-#define REN 3
 #define REL 4   /* a lease's release (hands over with QUEUE) */
 #define CLN 5   /* an attempt's clean-up release: hands nothing over */
 #define LEAVE 6
@@ -92,7 +91,9 @@ bit pin[N];     /* the key outlives the window of its token's owner */
 byte fence[N];  /* fence counter (0: no counter yet) */
 byte fl[N];     /* rejoin floor: a counter below it is raised to it */
 bit down[N];    /* restarted and sitting out (rejoin rule) */
-byte cov[N];    /* windows (bit per client) open when the node restarted */
+byte cov[N];    /* attempt windows (bit per client) open when the node
+                 * restarted */
+byte covh[N];   /* call windows (hw) open when it restarted */
 byte nrestart;  /* restarts so far (at most MAXR) */
 
 #ifdef QUEUE
@@ -101,7 +102,6 @@ byte nrestart;  /* restarts so far (at most MAXR) */
 #define P(n,c) ((n)*C + (c))
 byte pl[N*C];
 byte tk[N*C];
-byte arr;       /* arrival order: a newcomer's ticket proposal */
 /* hand-over messages on the head's inbox: the counter, 0 none */
 byte hom[N*C];
 bit hw[C];      /* the call's hand-over window: S + min(T, QueueTTL) - drift */
@@ -111,8 +111,8 @@ bit hw[C];      /* the call's hand-over window: S + min(T, QueueTTL) - drift */
 byte gm[C];     /* nodes (bit mask) that granted the current attempt */
 byte fm[C];     /* the largest counter among those grants */
 byte am[C];     /* the granting nodes whose counter is fm */
-byte km[C];     /* nodes that said yes to the current fence, renew or
-                 * rehold round */
+byte km[C];     /* nodes that said yes to the current fence or rehold
+                 * round */
 #ifdef QUEUE
 byte mt[C];     /* the highest ticket the client was given */
 #endif
@@ -120,11 +120,11 @@ byte mt[C];     /* the highest ticket the client was given */
 #define BIT(n) (1 << (n))
 
 /* ---- client state seen by the properties and the faults ---- */
+byte cpc[C];    /* the client's program counter (ATT ... DONE, below) */
 byte cur[C];    /* token of the client's current attempt or lease */
 bit vt[C];      /* the current attempt's or lease's validity window is open */
 bit held[C];    /* the client believes it holds a lease */
 bit hol[C];     /* that lease rests on the place token (hand-overs) */
-byte ftok[C];   /* its fencing token */
 
 /* ---- property monitors ---- */
 byte last;      /* token of the latest lease that became valid, which is
@@ -198,6 +198,51 @@ inline join(n, c, b, pr) {
 }
 #endif
 
+/* client program counters */
+#define ATT 0        /* starts an attempt */
+#define TALLY 2      /* counts its answers */
+#define FENCING 3    /* fence-confirm round */
+#define HOLD 4       /* holds a lease */
+#define REHOLDING 6  /* moves its grants under its place's token */
+#define TRYHO 7      /* takes a lease from hand-overs */
+#define HOFENCING 8  /* fence-confirm round of that lease */
+#define DONE 9
+
+/* A call in flight whose delivery can no longer change anything is
+ * dropped (it would be a no-op whenever it arrived): a release, clean-up
+ * or leave where the caller's lock and place are gone and no acquire of
+ * the same token is still in flight to put them back, a fence nobody
+ * waits for that would change nothing. This only merges states that
+ * differ in dead messages. */
+#define ACQFLIGHT(c, n, t) ((rq[S0(c,n)].st == PEND && rq[S0(c,n)].kind == ACQ && rq[S0(c,n)].tok == (t)) || \
+        (rq[S1(c,n)].st == PEND && rq[S1(c,n)].kind == ACQ && rq[S1(c,n)].tok == (t)))
+#ifdef QUEUE
+#define PLACED(c, n) (lock[n] == PT(c) || pl[P(n,c)] != 0 || ACQFLIGHT(c, n, rq[S0(c,n)].tok) || ACQFLIGHT(c, n, rq[S1(c,n)].tok))
+#else
+#define PLACED(c, n) false
+#endif
+#ifdef NORELCHECK
+#define RELDEAD(s, c, n) false
+#else
+#define RELDEAD(s, c, n) (rq[s].kind == REL && lock[n] != rq[s].tok && !PLACED(c, n) && !ACQFLIGHT(c, n, rq[s].tok))
+#endif
+#define DEAD(s, c, n) (rq[s].st == PEND && ( \
+        (rq[s].kind == CLN && lock[n] != rq[s].tok && !ACQFLIGHT(c, n, rq[s].tok)) || RELDEAD(s, c, n) || \
+        (rq[s].kind == FEN && ((s) % 2 == 1 || (cpc[c] != FENCING && cpc[c] != HOFENCING)) && \
+         (lock[n] != rq[s].tok || fence[n] >= rq[s].arg) && !ACQFLIGHT(c, n, rq[s].tok))))
+#define GC1(s, c, n) if :: DEAD(s, c, n) -> rq[s].st = EMPTY; rq[s].kind = 0; rq[s].tok = 0; rq[s].arg = 0 :: else -> skip fi;
+#define GCN(c, n) GC1(S0(c,n), c, n) GC1(S1(c,n), c, n)
+#if N == 3
+#define GCC(c) GCN(c,0) GCN(c,1) GCN(c,2)
+#else
+#define GCC(c) GCN(c,0) GCN(c,1) GCN(c,2) GCN(c,3) GCN(c,4)
+#endif
+#if C == 2
+#define GC GCC(0) GCC(1) skip
+#else
+#define GC GCC(0) GCC(1) GCC(2) skip
+#endif
+
 /* deliver request s (client c, node n): the node runs the script; the
  * reply is r1 (0 refused or no, 1 granted or yes, 2 handed over) and rv */
 inline deliver(s, c, n) {
@@ -214,7 +259,7 @@ inline deliver(s, c, n) {
         if
         :: rq[s].arg != NOQ ->
            /* step: q_join */
-           join(n, c, rq[s].arg, arr); rv = tk[P(n,c)]
+           join(n, c, rq[s].arg, c + 1); rv = tk[P(n,c)]
         :: else -> skip
         fi
      :: lock[n] == 0 ->
@@ -222,7 +267,7 @@ inline deliver(s, c, n) {
         scan(n, C, h);
         if
         :: h != C && h != c ->
-           if :: rq[s].arg != NOQ -> join(n, c, rq[s].arg, arr); rv = tk[P(n,c)] :: else -> skip fi
+           if :: rq[s].arg != NOQ -> join(n, c, rq[s].arg, c + 1); rv = tk[P(n,c)] :: else -> skip fi
         :: else ->
            count(n); lock[n] = t0; pin[n] = 1;
            pl[P(n,c)] = 0; tk[P(n,c)] = 0;
@@ -243,9 +288,6 @@ inline deliver(s, c, n) {
         r1 = 1
      :: else -> skip
      fi
-  :: r == REN ->
-     /* step: renew */
-     if :: lock[n] == t0 -> r1 = 1 :: else -> skip fi
   :: r == CLN ->
      /* step: release (an attempt's clean-up: deletes its own grant) */
      if :: lock[n] == t0 -> lock[n] = 0; pin[n] = 0 :: else -> skip fi
@@ -288,9 +330,10 @@ inline deliver(s, c, n) {
      fi
 #endif
   fi;
-  /* the reply, to a current call: into the client's tally */
+  /* the reply, to a current call the client still waits for: into
+   * the client's tally */
   if
-  :: (s) % 2 == 0 && r == ACQ ->
+  :: (s) % 2 == 0 && r == ACQ && cpc[c] == TALLY ->
      if
      :: r1 == 1 ->
         gm[c] = gm[c] | BIT(n);
@@ -309,19 +352,21 @@ inline deliver(s, c, n) {
 #endif
      :: else -> skip
      fi
-  :: (s) % 2 == 0 && (r == FEN || r == REN || r == REHOLD) && r1 == 1 ->
+  :: (s) % 2 == 0 && (r == FEN || r == REHOLD) && r1 == 1 &&
+     (cpc[c] == FENCING || cpc[c] == HOFENCING || cpc[c] == REHOLDING) ->
      km[c] = km[c] | BIT(n);
 #ifdef QUEUE
      if :: r == REHOLD -> hom[P(n,c)] = rv :: else -> skip fi
 #endif
   :: else -> skip
   fi;
+  printf("EV deliver %d %d %d %d %d %d %d %d %d %d\n", n, c, r, t0, rq[s].arg, r1, rv, (s) % 2, lock[n], fence[n]);
   rq[s].st = EMPTY; rq[s].kind = 0; rq[s].tok = 0; rq[s].arg = 0;
   t0 = 0; r = 0; h = 0; j = 0; t = 0; r1 = 0; rv = 0
 }
 
 /* the network: delivers any request in flight, at any time, in any order */
-#define DEL(s, c, n) :: d_step { rq[s].st == PEND -> deliver(s, c, n) }
+#define DEL(s, c, n) :: d_step { rq[s].st == PEND -> deliver(s, c, n); GC }
 #define DELN(c, n) DEL(S0(c,n), c, n) DEL(S1(c,n), c, n)
 #if N == 3
 #define DELC(c) DELN(c,0) DELN(c,1) DELN(c,2)
@@ -341,6 +386,24 @@ end:
   od
 }
 
+/* a client's attempt or lease window ends: by the clock, or because the
+ * client is done with it (released, failed: its keys then may expire at
+ * any time, which in the real system they do only later) */
+inline endwin(c) {
+  vt[c] = 0; j = 0;
+  do :: j < N -> cov[j] = cov[j] & ~(1 << c); j++ :: else -> break od;
+  j = 0
+}
+#ifdef QUEUE
+/* a call's hand-over window ends (it never opens again: one call per
+ * client) */
+inline endcall(c) {
+  hw[c] = 0; j = 0;
+  do :: j < N -> covh[j] = covh[j] & ~(1 << c); j++ :: else -> break od;
+  j = 0
+}
+#endif
+
 /* one alternative per node, per client, per (node, client) */
 #if N == 3
 #define FORN(M) M(0) M(1) M(2)
@@ -356,42 +419,50 @@ end:
 #endif
 
 /* a lock key expires: never while it is pinned to an open window */
-#define EXPIRE(n) :: d_step { lock[n] != 0 && !PROT(n) -> lock[n] = 0; pin[n] = 0 }
+#ifdef NOEXPIRE
+#define EXPIRE(n)
+#else
+#define EXPIRE(n) :: d_step { lock[n] != 0 && !PROT(n) -> printf("EV expire %d %d\n", n, lock[n]); lock[n] = 0; pin[n] = 0; GC }
+#endif
 /* the clock ends a client's window (a call's hand-over window ends
  * first: it is never longer than an attempt's) */
 #ifdef QUEUE
-#define TICK(c) :: d_step { vt[c] && !hw[c] -> vt[c] = 0; n = 0; \
-        do :: n < N -> cov[n] = cov[n] & ~(1 << c); n++ :: else -> break od; n = 0 } \
-        :: d_step { hw[c] -> hw[c] = 0 }
+#define TICK(c) :: d_step { vt[c] && !hw[c] -> printf("EV tick %d\n", c); endwin(c) } \
+        :: d_step { hw[c] -> printf("EV tickh %d\n", c); endcall(c) }
 #else
-#define TICK(c) :: d_step { vt[c] -> vt[c] = 0; n = 0; \
-        do :: n < N -> cov[n] = cov[n] & ~(1 << c); n++ :: else -> break od; n = 0 }
+#define TICK(c) :: d_step { vt[c] -> printf("EV tick %d\n", c); endwin(c) }
 #endif
 /* a node restarts empty; with the rejoin rule it sits out until every
  * window open at the restart has ended, and floors its counter */
 #ifdef NOREJOIN
-#define RESTART(n) :: d_step { nrestart < MAXR -> nrestart++; \
-        lock[n] = 0; pin[n] = 0; fence[n] = 0; QCLEAR(n) }
+#define RESTART(n) :: d_step { nrestart < MAXR -> nrestart++; printf("EV restart %d 0\n", n); \
+        lock[n] = 0; pin[n] = 0; fence[n] = 0; QCLEAR(n); GC }
 #else
 #define RESTART(n) :: d_step { nrestart < MAXR -> nrestart++; \
         fl[n] = fence[0]; c = 1; do :: c < N -> if :: fence[c] > fl[n] -> fl[n] = fence[c] :: else -> skip fi; c++ \
-        :: else -> break od; \
+        :: else -> break od; printf("EV restart %d %d\n", n, fl[n]); \
         lock[n] = 0; pin[n] = 0; fence[n] = 0; down[n] = 1; \
-        c = 0; do :: c < C -> if :: vt[c] -> cov[n] = cov[n] | (1 << c) :: else -> skip fi; c++ \
-        :: else -> break od; c = 0; QCLEAR(n) }
+        c = 0; do :: c < C -> if :: vt[c] -> cov[n] = cov[n] | (1 << c) :: else -> skip fi; \
+        HWCOV(n, c); c++ \
+        :: else -> break od; c = 0; QCLEAR(n); GC }
 #endif
-#define REJOIN(n) :: d_step { down[n] && cov[n] == 0 -> down[n] = 0 }
+#define REJOIN(n) :: d_step { down[n] && cov[n] == 0 && covh[n] == 0 -> printf("EV rejoin %d\n", n); down[n] = 0 }
+#ifdef QUEUE
+#define HWCOV(n, c) if :: hw[c] -> covh[n] = covh[n] | (1 << c) :: else -> skip fi
+#else
+#define HWCOV(n, c) skip
+#endif
 #ifdef QUEUE
 #define QCLEAR(n) c = 0; do :: c < C -> pl[P(n,c)] = 0; tk[P(n,c)] = 0; c++ :: else -> break od; c = 0
 /* a place lapses: its ticket was set by an attempt of the call, at least
  * QueueTTL after the call began, so not before the call's hand-over
  * window has ended */
-#define LAPSE(n,c) :: d_step { pl[P(n,c)] == 1 && !hw[c] -> pl[P(n,c)] = 2 }
+#define LAPSE(n,c) :: d_step { pl[P(n,c)] == 1 && !hw[c] -> printf("EV lapse %d %d\n", n, c); pl[P(n,c)] = 2 }
 /* a hand-over message is lost */
-#define LOSEHO(n,c) :: d_step { hom[P(n,c)] != 0 -> hom[P(n,c)] = 0 }
+#define LOSEHO(n,c) :: d_step { hom[P(n,c)] != 0 -> printf("EV holost %d %d\n", n, c); hom[P(n,c)] = 0 }
 /* the queue keys expire: they outlive every place */
 #define QEXPIRE(n) :: d_step { (pl[P(n,0)] != 1 && pl[P(n,1)] != 1 QTHIRD(n)) && \
-        (pl[P(n,0)] + pl[P(n,1)] QTHIRDS(n)) != 0 -> QCLEAR(n) }
+        (pl[P(n,0)] + pl[P(n,1)] QTHIRDS(n)) != 0 -> printf("EV qexpire %d\n", n); QCLEAR(n) }
 #if C > 2
 #define QTHIRD(n) && pl[P(n,2)] != 1
 #define QTHIRDS(n) + pl[P(n,2)]
@@ -404,13 +475,15 @@ end:
 #endif
 
 active proctype faults() {
-  byte n, c;
+  byte n, c, j;
 end:
   do
   FORN(EXPIRE)
   FORC(TICK)
-  FORN(RESTART)
-  FORN(REJOIN)
+  /* the nodes are symmetric (every client treats them alike), so with
+   * MAXR = 1 restarting node 0 stands for restarting any node */
+  RESTART(0)
+  REJOIN(0)
 #ifdef QUEUE
   FORNC(LAPSE)
   FORNC(LOSEHO)
@@ -443,6 +516,7 @@ inline forget(c) {
 
 /* the lease of client c becomes valid with token fv: the properties */
 inline valid_now(c, fv) {
+  printf("EV valid %d %d %d %d\n", c, fv, hol[c], last);
   /* step: inspect: at that moment no other client's token stands on a
    * majority of the nodes (an inspection would not name another holder) */
   n = 0;
@@ -467,12 +541,13 @@ inline valid_now(c, fv) {
    * which accepts it only above the highest token it accepted (last):
    * the token is strictly above that of every earlier lease */
   assert(fv > last);
-  last = fv; held[c] = 1; ftok[c] = fv; n = 0; g = 0; j = 0
+  last = fv; held[c] = 1; n = 0; g = 0; j = 0
 }
 
 /* an attempt that failed removes its grants: release (without hand-over)
  * where it was granted or the outcome is unknown (an acquire in flight) */
 inline cleanup(c) {
+  printf("EV cleanup %d %d\n", c, tkn);
   n = 0;
   do
   :: n < N ->
@@ -484,7 +559,7 @@ inline cleanup(c) {
      n++
   :: else -> break
   od;
-  forget(c); n = 0; f = 0; a = 0
+  forget(c); cur[c] = 0; endwin(c); n = 0; f = 0; a = 0
 }
 
 #ifdef QUEUE
@@ -505,16 +580,16 @@ inline handovers(c) {
 }
 #endif
 
-/* client program counters */
-#define ATT 1        /* starts an attempt */
-#define TALLY 2      /* counts its answers */
-#define FENCING 3    /* fence-confirm round */
-#define HOLD 4       /* holds a lease */
-#define RENEWING 5   /* renewal round */
-#define REHOLDING 6  /* moves its grants under its place's token */
-#define TRYHO 7      /* takes a lease from hand-overs */
-#define HOFENCING 8  /* fence-confirm round of that lease */
-#define DONE 9
+
+/* renewal: one of the token's pinned keys is left unpinned */
+#if N == 3
+#define UNPIN(t) if :: lock[0] == t && pin[0] -> pin[0] = 0 :: lock[1] == t && pin[1] -> pin[1] = 0 \
+        :: lock[2] == t && pin[2] -> pin[2] = 0 fi; a--
+#else
+#define UNPIN(t) if :: lock[0] == t && pin[0] -> pin[0] = 0 :: lock[1] == t && pin[1] -> pin[1] = 0 \
+        :: lock[2] == t && pin[2] -> pin[2] = 0 :: lock[3] == t && pin[3] -> pin[3] = 0 \
+        :: lock[4] == t && pin[4] -> pin[4] = 0 fi; a--
+#endif
 
 /* the lease is won with token f if the attempt's window is still open */
 inline win(c) {
@@ -524,8 +599,8 @@ inline win(c) {
 #ifdef QUEUE
      fair = 0;
 #endif
-     pc = HOLD
-  :: else -> cleanup(c); pc = ATT  /* the validity elapsed meanwhile */
+     cpc[c] = HOLD
+  :: else -> printf("EV elapsed %d\n", c); cleanup(c); cpc[c] = ATT  /* the validity elapsed meanwhile */
   fi
 }
 
@@ -549,12 +624,11 @@ inline hown(c) {
   od;
   forget(c);
   tkn = PT(c); cur[c] = tkn; rn = 1; fair = 0; n = 0; f = 0; a = 0; h = 0;
-  pc = HOLD
+  cpc[c] = HOLD
 }
 #endif
 
 proctype client(byte c) {
-  byte pc = ATT;
   byte k, n, g, f, a, j, tkn;
   bit rn;
 #ifdef QUEUE
@@ -563,21 +637,30 @@ proctype client(byte c) {
 #endif
 end:
   do
-  :: d_step { pc == ATT && k >= BUDGET(c) ->
+  :: d_step { cpc[c] == ATT && k >= BUDGET(c) ->
 #ifdef QUEUE
        /* an Acquire that ends without the lock leaves the queue, giving
         * back what was handed over to its place */
        if
-       :: fair -> fair = 0; forget(c);
+       :: fair -> fair = 0; forget(c); printf("EV leave %d\n", c);
           n = 0; do :: n < N -> send(c, n, LEAVE, PT(c), 0); n++ :: else -> break od; n = 0
        :: else -> skip
        fi;
 #endif
-       pc = DONE }
-  :: d_step { pc == ATT && k < BUDGET(c) ->
+       forget(c); cur[c] = 0; endwin(c);
+#ifdef QUEUE
+       endcall(c);
+#endif
+       cpc[c] = DONE; GC }
+  :: d_step { cpc[c] == ATT && k < BUDGET(c) ->
        /* a new attempt: a fresh token, and its validity window opens */
        tkn = TOK(c, k); k++; forget(c);
        cur[c] = tkn; vt[c] = 1;
+#ifdef QUEUE
+       printf("EV attempt %d %d %d\n", c, tkn, fair);
+#else
+       printf("EV attempt %d %d 0\n", c, tkn);
+#endif
        n = 0; do :: n < N -> cov[n] = cov[n] & ~(1 << c); n++ :: else -> break od;
        n = 0;
        do
@@ -590,10 +673,11 @@ end:
           n++
        :: else -> break
        od;
-       n = 0; pc = TALLY }
-  :: d_step { pc == TALLY ->
+       n = 0; cpc[c] = TALLY }
+  :: d_step { cpc[c] == TALLY ->
        /* the tally, at any point: enough answers, or the timeout */
        g = POP(gm[c]); f = fm[c]; a = POP(am[c]);
+       printf("EV tally %d %d %d %d\n", c, g, f, a);
 #ifdef QUEUE
        h = 0; n = 0;
        do :: n < N -> if :: hom[P(n,c)] != 0 -> h++ :: else -> skip fi; n++ :: else -> break od;
@@ -611,7 +695,7 @@ end:
           :: n < N -> if :: gm[c] & BIT(n) -> send(c, n, FEN, tkn, f) :: else -> skip fi; n++
           :: else -> break
           od;
-          n = 0; g = 0; a = 0; pc = FENCING
+          n = 0; g = 0; a = 0; cpc[c] = FENCING
 #endif
 #ifdef QUEUE
        :: g < Q && fair && g > 0 && h > 0 && g + h >= Q ->
@@ -622,26 +706,26 @@ end:
           :: n < N -> if :: gm[c] & BIT(n) -> send(c, n, REHOLD, tkn, PT(c)) :: else -> skip fi; n++
           :: else -> break
           od;
-          n = 0; h = 0; g = 0; a = 0; f = 0; pc = REHOLDING
-       :: g == 0 && fair && h >= Q -> h = 0; a = 0; f = 0; pc = TRYHO
+          n = 0; h = 0; g = 0; a = 0; f = 0; cpc[c] = REHOLDING
+       :: g == 0 && fair && h >= Q -> h = 0; a = 0; f = 0; cpc[c] = TRYHO
 #endif
-       :: else -> g = 0; cleanup(c); pc = ATT
+       :: else -> g = 0; cleanup(c); cpc[c] = ATT
        fi;
 #ifdef QUEUE
        h = 0;
 #endif
-       g = 0 }
-  :: d_step { pc == FENCING ->
-       a = POP(km[c]);
+       g = 0; GC }
+  :: d_step { cpc[c] == FENCING ->
+       a = POP(km[c]); printf("EV fenced %d %d %d\n", c, a, f);
        if
        :: a >= Q -> win(c)
-       :: else -> cleanup(c); pc = ATT
-       fi }
+       :: else -> cleanup(c); cpc[c] = ATT
+       fi; GC }
 #ifdef QUEUE
-  :: d_step { pc == REHOLDING -> pc = TRYHO }
-  :: d_step { pc == TRYHO ->
+  :: d_step { cpc[c] == REHOLDING -> cpc[c] = TRYHO }
+  :: d_step { cpc[c] == TRYHO ->
        /* a lease from the locks handed over to its place */
-       handovers(c);
+       handovers(c); printf("EV tryho %d %d %d %d %d\n", c, h, f, a, hw[c]);
        if
 #ifdef LATEHO
        :: h >= Q && !hw[c] && vt[c] -> hown(c)  /* MUTANT: taken after the lapse */
@@ -653,49 +737,66 @@ end:
           :: n < N -> if :: hom[P(n,c)] != 0 -> send(c, n, FEN, PT(c), f) :: else -> skip fi; n++
           :: else -> break
           od;
-          n = 0; a = 0; h = 0; pc = HOFENCING
-       :: else -> h = 0; cleanup(c); pc = ATT
-       fi }
-  :: d_step { pc == HOFENCING ->
-       a = POP(km[c]);
+          n = 0; a = 0; h = 0; cpc[c] = HOFENCING
+       :: else -> h = 0; cleanup(c); cpc[c] = ATT
+       fi; GC }
+  :: d_step { cpc[c] == HOFENCING ->
+       a = POP(km[c]); printf("EV fenced %d %d %d\n", c, a, f);
        if
        :: a >= Q && hw[c] -> hown(c)
-       :: else -> h = 0; cleanup(c); pc = ATT
-       fi }
+       :: else -> h = 0; cleanup(c); cpc[c] = ATT
+       fi; GC }
 #endif
 #ifndef NORENEW
-  :: d_step { pc == HOLD && !rn && vt[c] ->
-       /* renew (once per lease) while its window is open */
-       rn = 1; forget(c);
-       n = 0; do :: n < N -> send(c, n, REN, tkn, 0); n++ :: else -> break od; n = 0;
-       pc = RENEWING }
-  :: d_step { pc == RENEWING ->
-       a = POP(km[c]);
+  :: atomic { cpc[c] == HOLD && held[c] && !rn && vt[c] ->
+       /* step: renew: a renewal round while the window is open. The
+        * calls are not modelled one by one: a late or lost renew call
+        * only leaves a key with less time, and the model lets every key
+        * that it does not pin expire at any time. The round succeeds when
+        * a majority still holds the token; its new window is then pinned
+        * on exactly Q of those nodes, any Q (fewer pins: more expiries, a
+        * superset of the real runs, where at least Q said yes) */
+       a = 0; n = 0;
+       do
+       :: n < N -> if :: lock[n] == tkn -> a++; pin[n] = 1 :: else -> skip fi; n++
+       :: else -> break
+       od;
+       n = 0;
        if
-       :: a >= Q && vt[c] ->
-          /* a new window from this round's start: pinned only where this
-           * round extended the key */
-          n = 0;
+       :: a >= Q ->
           do
-          :: n < N ->
-             if :: lock[n] == tkn && !(km[c] & BIT(n)) -> pin[n] = 0 :: else -> skip fi;
-             n++
-          :: else -> break
+          :: a > Q -> UNPIN(tkn)
+          :: a == Q -> break
           od;
-          n = 0; a = 0; km[c] = 0; pc = HOLD
-       :: else -> a = 0; km[c] = 0; held[c] = 0; pc = HOLD  /* lost: released below */
-       fi }
+          printf("EV renew %d 1\n", c)
+       :: else -> printf("EV renew %d 0\n", c); held[c] = 0  /* lost: released below */
+       fi;
+       a = 0 }
 #endif
-  :: d_step { pc == HOLD ->
+  :: d_step { cpc[c] == HOLD ->
        /* release: the lease ends (no longer believed), then the calls */
-       held[c] = 0; hol[c] = 0; rn = 0; ftok[c] = 0; forget(c);
+       printf("EV release %d %d %d\n", c, tkn, held[c]);
+       held[c] = 0; hol[c] = 0; rn = 0; forget(c);
        n = 0; do :: n < N -> send(c, n, REL, tkn, 0); n++ :: else -> break od; n = 0;
-       pc = ATT }
+       cur[c] = 0; endwin(c);
+#ifdef QUEUE
+       endcall(c);
+#endif
+       cpc[c] = ATT; GC }
   od
 }
 
 init {
   atomic {
+#ifdef QUEUE
+    /* every client's fair Acquire call begins: its hand-over windows
+     * open; a newcomer proposes its arrival order as its ticket (client
+     * 0 first) */
+    hw[0] = 1; hw[1] = 1;
+#if C > 2
+    hw[2] = 1;
+#endif
+#endif
     run client(0);
     run client(1);
 #if C > 2
