@@ -3,7 +3,7 @@
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak
+.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak model
 
 # -p 1: one package's tests at a time. The integration tests start real
 # redis-server processes and bound every node call; on a 2-core machine
@@ -50,6 +50,12 @@ fuzz:
 	@set -e; for t in $(FUZZ_REDLOCK); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./redlock/; done; \
 	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./fencing/; done; \
 	for t in $(FUZZ_REDACT); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./internal/redact/; done
+
+# The SPIN model of the protocol (model/, docs/model.md): the real model's
+# runs must find no error, each mutant must be refuted with a trail.
+# Prints states, depth and seconds per run. Needs spin and gcc.
+model:
+	./model/run.sh
 
 # The fault-injection suite alone, with its counts printed. Longer soak:
 # REDLOCK_CHAOS_DURATION=10m make chaos; replay: REDLOCK_CHAOS_SEED=<seed>.

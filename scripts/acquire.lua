@@ -1,3 +1,4 @@
+-- model: acquire
 -- acquire: take the lock if it is free and count a new holder.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
 -- queue (queue.lua, docs/design.md section 11.1)

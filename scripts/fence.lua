@@ -1,3 +1,4 @@
+-- model: fence
 -- fence: raise this node's counter to F, but only where the caller's own lock
 -- stands (raising it elsewhere proves nothing). The counter never goes down.
 -- KEYS[1] lock key, KEYS[2] fence key

@@ -1,3 +1,4 @@
+-- model: fenced_write
 -- fenced_write: the protected resource's side of fencing. Write the value only
 -- when the caller's fencing token is not below the highest token this key has
 -- seen, and remember the token. The check and the write are one step.

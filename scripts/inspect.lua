@@ -1,3 +1,4 @@
+-- model: inspect
 -- inspect: read one resource's state without changing it.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] (optional) the
 -- lock's wait queue: tickets and their expiry times (queue.lua, included

@@ -1,3 +1,4 @@
+-- model: leave
 -- leave: take a waiter out of a lock's wait queue (an Acquire that ended
 -- without the lock). With ARGV[4] "give", a lock the waiter's token holds
 -- here (handed over to it: queue.lua, q_give) is given up too. When the

@@ -1,3 +1,4 @@
+-- model: l_holds
 -- lock: what the scripts that read a lock key share, included at the top
 -- of them. A lock key holds "<token> <owner>"; only the token is compared.
 

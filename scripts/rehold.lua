@@ -1,3 +1,4 @@
+-- model: rehold
 -- rehold: set the caller's own lock to a new value for a new TTL, and say
 -- the fence counter that counted its holder. A fair Acquire uses it to
 -- renew locks handed over to its place, and to move its attempt's grants

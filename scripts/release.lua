@@ -1,3 +1,4 @@
+-- model: release
 -- release: give up the caller's own lock and, when asked, tell waiters it
 -- is free or hand it over to the head of its wait queue. Never touches a
 -- lock held by another token.

@@ -1,3 +1,4 @@
+-- model: renew
 -- renew: extend the caller's own lock. Never re-creates an expired lock and
 -- never touches a lock held by another token.
 -- KEYS[1] lock key

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# run.sh is make model: SPIN checks the real model's configurations, which
+# must have no error, and each mutant, which must be refuted with a
+# counterexample trail (printed as steps, trail.awk). For every run it
+# prints the states stored, the search depth reached and the seconds.
+# Exits 0 only when every real run passes and every mutant is refuted.
+# Needs spin and gcc. docs/model.md explains the runs.
+set -uo pipefail
+cd "$(dirname "$0")"
+for tool in spin gcc awk; do
+	command -v "$tool" >/dev/null 2>&1 || { echo "model: $tool is not installed (Debian: apt-get install spin gcc)"; exit 2; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+jobs=${MODEL_JOBS:-2}  # runs at once (each is one process)
+order=()
+
+# run NAME KIND FILE PANFLAGS CCFLAGS [SPIN -D flags...]: KIND is "holds"
+# (no error allowed; the search must be exhaustive: no depth limit hit),
+# "bounded" (no error within the depth bound given to pan with -m) or
+# "refuted" (a mutant: an error and its trail expected).
+run() {
+	local name=$1 kind=$2 file=$3 panflags=$4 ccflags=$5
+	shift 5
+	local d=$work/$name
+	mkdir -p "$d"
+	cp "$file" trail.awk "$d/"
+	local src
+	src=$(basename "$file")
+	if ! (cd "$d" && spin -a "$@" "$src" >spin.out 2>&1 && gcc -O2 -w -DSAFETY -DNOBOUNDCHECK $ccflags -o pan pan.c >gcc.out 2>&1); then
+		echo "$name: could not build the verifier"; cat "$d/spin.out" "$d/gcc.out" 2>/dev/null | head -20
+		touch "$work/bad"; return
+	fi
+	local t0 t1
+	t0=$(date +%s.%N)
+	(cd "$d" && ./pan $panflags >pan.out 2>&1)
+	t1=$(date +%s.%N)
+	local errors states depth secs
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$d/pan.out" | tail -n 1)
+	states=$(awk '/states, stored/ {print $1; exit}' "$d/pan.out")
+	depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$d/pan.out" | tail -n 1)
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
+	local verdict
+	case $kind in
+	holds)
+		if [ "${errors:-x}" = 0 ] && ! grep -q 'max search depth too small' "$d/pan.out"; then
+			verdict="holds"
+		else
+			verdict="FAILED"; touch "$work/bad"
+		fi ;;
+	bounded)
+		# no error in any state within the depth bound (-m): not exhaustive
+		if [ "${errors:-x}" = 0 ]; then
+			verdict="holds(bound)"
+		else
+			verdict="FAILED"; touch "$work/bad"
+		fi ;;
+	refuted)
+		if [ "${errors:-0}" -ge 1 ] && [ -s "$d/$src.trail" ]; then
+			verdict="refuted"
+		else
+			verdict="NOT REFUTED"; touch "$work/bad"
+		fi ;;
+	esac
+	printf '%-16s %-12s states %10s   depth %6s   %6ss   (%s; pan %s)\n' "$name" "$verdict" "${states:-?}" "${depth:-?}" "$secs" "$*" "$panflags"
+	if [ -s "$d/$src.trail" ]; then
+		local maxa=2 c=2 f
+		for f in "$@"; do
+			case $f in -DMAXA=*) maxa=${f#-DMAXA=} ;; -DC=*) c=${f#-DC=} ;; esac
+		done
+		(cd "$d" && spin -t "$@" "$src" 2>&1 | awk -v maxa="$maxa" -v c="$c" -f trail.awk | sed 's/^/    /')
+		grep -E 'assertion violated|acceptance cycle|non-progress cycle|invalid end state' "$d/pan.out" | head -n 1 | sed 's/^/    pan: /'
+	fi
+	if [ "$verdict" = FAILED ]; then
+		grep -E 'error|violated|too small' "$d/pan.out" | head -5 | sed 's/^/    /'
+	fi
+}
+
+# start runs one in the background, at most $jobs at once; its report is
+# printed in order at the end.
+start() {
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+	order+=("$1")
+	run "$@" >"$work/$1.report" 2>&1 &
+}
+
+EXH="-m100000 -c1"  # exhaustive depth-first search, stop at the first error
+COL="-DCOLLAPSE"    # lossless state compression
+
+# The real model: no error in any reachable state.
+start core     holds redlock.pml "$EXH" "$COL" -DMAXA=1 -DMAXB=1 -DMAXR=1
+start leases   holds redlock.pml "$EXH" "$COL" -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
+start queue    holds redlock.pml "$EXH" "$COL" -DQUEUE -DMAXA=1 -DMAXB=1 -DMAXR=0 -DNOLATE
+start fence5   bounded redlock.pml "-m20 -c1" "$COL" -DN=5 -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
+start semaphore holds semaphore.pml "$EXH" "$COL"
+
+# The mutants: each must be refuted. Breadth-first search (BFS) finds
+# the shortest counterexample; no-confirm at N = 5 uses a depth-bounded
+# depth-first search instead (faster there).
+BFS="-DCOLLAPSE -DBFS"
+start no-confirm  refuted redlock.pml "-m20 -c1" "$COL" -DN=5 -DNOCONFIRM -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
+start no-relcheck refuted redlock.pml "$EXH" "$BFS" -DNORELCHECK -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNORENEW
+start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1 -DMAXR=1 -DNOLATE -DNORENEW
+start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
+
+wait
+for name in "${order[@]}"; do cat "$work/$name.report"; done
+if [ -e "$work/bad" ]; then
+	echo "model: FAILED"
+	exit 1
+fi
+echo "model: the real model holds and every mutant is refuted"
