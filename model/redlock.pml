@@ -144,10 +144,10 @@ byte last;      /* token of the latest lease that became valid, which is
 #define PROT(n) (pin[n] && (ISPT(lock[n]) -> HW(OWNER(lock[n])) : \
                  (cur[OWNER(lock[n])] == lock[n] && vt[OWNER(lock[n])])))
 
-/* count a new holder on node n's fence counter (queue.lua q_count):
+/* count a new holder on node n's fence counter (counter.lua c_count):
  * raised to the rejoin floor first */
 inline count(n) {
-  /* step: q_count */
+  /* step: c_count */
   if
   :: fence[n] < fl[n] -> fence[n] = fl[n]
   :: else -> skip

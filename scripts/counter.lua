@@ -1,3 +1,4 @@
+-- model: c_count
 -- counter: the fence counter's helpers, included at the top of the
 -- scripts that read or raise a counter. A counter is a canonical decimal
 -- (no sign, no leading zero) that Redis can INCR; it never passes through a

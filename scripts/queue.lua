@@ -1,4 +1,4 @@
--- model: q_scan, q_join, q_count, q_give
+-- model: q_scan, q_join, q_give
 -- queue: the fair wait queue of one lock (docs/design.md, section 11.1),
 -- included at the top of the scripts that use it, after lock.lua and
 -- counter.lua (q_give counts a new holder). Two sorted sets share
