@@ -65,25 +65,17 @@ func (l *Locker) await(ctx context.Context, w *waiter, wait time.Duration) error
 		return nil
 	default:
 	}
-	var wake <-chan struct{}
-	if w != nil {
-		wake = w.wake
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	case <-wake:
-	case <-l.closing:
-	}
-	return nil
+	return awaitOr(ctx, w, l.closing, wait)
 }
 
 // await sleeps until w is woken (w may be nil), wait has passed, or ctx
 // ends (its error).
 func await(ctx context.Context, w *waiter, wait time.Duration) error {
+	return awaitOr(ctx, w, nil, wait)
+}
+
+// awaitOr is await that also returns, with nil, when stop closes.
+func awaitOr(ctx context.Context, w *waiter, stop <-chan struct{}, wait time.Duration) error {
 	var wake <-chan struct{}
 	if w != nil {
 		wake = w.wake
@@ -95,6 +87,7 @@ func await(ctx context.Context, w *waiter, wait time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 	case <-wake:
+	case <-stop:
 	}
 	return nil
 }

@@ -86,14 +86,7 @@ func handedOverLate(t *testing.T, ctx context.Context, hung []bool) (*redlock.Lo
 	}
 	waiter := newLocker(t, nodes, cfg)
 	t.Cleanup(func() { close(hang) }) // before the Lockers close
-	out := make(chan error, 1)
-	go func() {
-		ls, err := waiter.Acquire(ctx, "late")
-		if err == nil {
-			err = ls.Release(context.Background())
-		}
-		out <- err
-	}()
+	out := acquireAndRelease(ctx, waiter, "late")
 	time.Sleep(2 * time.Second) // the waiter waits
 	require.NoError(t, lease.Release(testutil.Context(t)))
 	return waiter, out, started
@@ -180,17 +173,24 @@ func TestAHandOverWaitsForASlowMajorityNode(t *testing.T) {
 			waiter := newLocker(t, nodes, cfg)
 			ctx, cancel := context.WithTimeout(testutil.Context(t), 6*time.Second)
 			defer cancel()
-			out := make(chan error, 1)
-			go func() {
-				ls, err := waiter.Acquire(ctx, "late")
-				if err == nil {
-					err = ls.Release(context.Background())
-				}
-				out <- err
-			}()
+			out := acquireAndRelease(ctx, waiter, "late")
 			time.Sleep(2 * time.Second) // the waiter waits: its hand-over needs a rehold
 			require.NoError(t, lease.Release(testutil.Context(t)))
 			require.NoError(t, <-out)
 		})
 	}
+}
+
+// acquireAndRelease acquires resource with l in the background, releases
+// the lease at once, and sends the first error (nil for none).
+func acquireAndRelease(ctx context.Context, l *redlock.Locker, resource string) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, resource)
+		if err == nil {
+			err = ls.Release(context.Background())
+		}
+		out <- err
+	}()
+	return out
 }
