@@ -21,10 +21,6 @@ import (
 
 func releaseChannel(key string) string { return key + ":released" }
 
-// queueKeys are the lock's wait queue: the waiters' tickets and their
-// expiry times (docs/design.md, section 11.1).
-func queueKeys(key string) (tickets, expiries string) { return key + ":queue", key + ":queue:exp" }
-
 // lockKeys are a lock's keys in the order every script takes them: lock,
 // fence, queue, queue expiries. Built once per lease and shared by its
 // calls: the last three are cut from one string, key:fence followed by

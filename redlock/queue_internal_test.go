@@ -178,3 +178,10 @@ func releaseFlag(node Node, key, token string) (bool, error) {
 	r, err := release(context.Background(), node, releaseArgs{keys: lockKeys(key), token: token})
 	return r.released, err
 }
+
+// queueKeys are the lock's wait queue: the waiters' tickets and their
+// expiry times (lockKeys' last two).
+func queueKeys(key string) (tickets, expiries string) {
+	k := lockKeys(key)
+	return k[2], k[3]
+}

@@ -74,7 +74,7 @@ func (fw *fairWait) failed(ctx context.Context, o *outcome, token string) []int 
 	if len(o.granted) == 0 || len(o.handed) == 0 || len(o.granted)+len(o.handed) < l.quorum || ctx.Err() != nil {
 		return nil
 	}
-	held := l.rehold(ctx, fw.key, o.granted, token, p)
+	held := l.rehold(ctx, fw.key, o.granted, token, p, allAnswers)
 	kept := make([]int, 0, len(held))
 	for i, c := range held {
 		p.found[i] = max(p.found[i], c)
@@ -142,10 +142,10 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 
 // sleep waits, and takes the lock when the nodes hand it over: then no
 // attempt is needed. While some have and the others have not yet, their
-// announcements are on their way: it waits for them (no longer than this
-// wait was to last; the next attempt finds the lock wherever it went). A
-// majority that cannot make a lease (too little validity left) is taken
-// over by an attempt at once.
+// announcements are on their way: it waits for them, no longer than
+// handOverGrace (nor than this wait was to last; the next attempt finds
+// the lock wherever it went). A majority that cannot make a lease (too
+// little validity left) is taken over by an attempt at once.
 func (fw *fairWait) sleep(ctx context.Context, d time.Duration) (*Lease, error) {
 	for {
 		slept := time.Now()
@@ -277,12 +277,8 @@ func (p *place) ticketArg() int64 {
 	return -p.arrival
 }
 
-// newPlace returns a new waiter's place, or nil when this Locker does not
-// queue (QueueTTL negative, or nodes that keep no queue).
+// newPlace returns a new waiter's place (the Locker queues: l.fair).
 func (l *Locker) newPlace() *place {
-	if !l.fair {
-		return nil
-	}
 	id, token := newToken()[:16], newToken()
 	member := id // named and woken, never handed the lock
 	if !l.cfg.DisableHandOver {
@@ -432,7 +428,7 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 		// still on its way counts too, so a paused node among those
 		// announced does not hold the hand-off up.
 		start := time.Now()
-		held := l.rehold(ctx, l.Key(resource), l.allIdxs(), p.token, p)
+		held := l.rehold(ctx, l.Key(resource), l.allIdxs(), p.token, p, majorityYes)
 		if len(held) < l.quorum {
 			return nil, tryNow
 		}
@@ -461,11 +457,12 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 
 // rehold sets key, held by token from on the nodes idxs, to p's own lock
 // value for the lease duration, and returns the nodes that did it with
-// their fence counters: as soon as a majority did or no majority can, or
-// when ctx ends, within NodeCallTimeout. ctx cancels no call: a call still running goes on
+// their fence counters, reading the answers as stop says (majorityYes:
+// until a majority did or none can), until ctx ends, within
+// NodeCallTimeout. ctx cancels no call: a call still running goes on
 // (recorded among p's calls, which its leaving waits for), and can only
 // move a lock that from still holds.
-func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string, p *place) map[int]fencing.Token {
+func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string, p *place, stop stopRule) map[int]fencing.Token {
 	type reheld struct {
 		c  fencing.Token
 		ok bool
@@ -486,7 +483,7 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 		if r.err == nil && r.val.ok {
 			held[r.idx] = r.val.c
 		}
-		return len(held) >= l.quorum || len(held)+len(idxs)-read < l.quorum
+		return stop == majorityYes && (len(held) >= l.quorum || len(held)+len(idxs)-read < l.quorum)
 	})
 	return held
 }
