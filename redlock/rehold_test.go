@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,22 +15,27 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// reholdGate is a node whose rehold calls wait until every node has
-// handed the lock over (ready), then tell that a rehold began (started)
+// reholdGate is a node whose first rehold calls wait until every node has
+// handed the lock over (ready; once, for at most 2 s, shared by the nodes
+// through gate: a later round, after a loaded machine let a place lapse
+// somewhere, does not wait again), then tell that a rehold began (started)
 // and, with hang, hold on until hang closes, ignoring their context: a
 // server paused just as the lock was handed over.
 type reholdGate struct {
 	redlock.Node
 	ready   func() bool
+	gate    *sync.Once
 	started chan<- struct{}
 	hang    <-chan struct{}
 }
 
 func (n reholdGate) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
 	if s == scripts.Rehold {
-		for deadline := time.Now().Add(2 * time.Second); !n.ready() && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
+		n.gate.Do(func() {
+			for deadline := time.Now().Add(2 * time.Second); !n.ready() && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		})
 		select {
 		case n.started <- struct{}{}:
 		default:
@@ -77,8 +83,9 @@ func handedOverLate(t *testing.T, ctx context.Context, hung []bool) (*redlock.Lo
 		return true
 	}
 	nodes := c.Nodes()
+	gate := new(sync.Once)
 	for i := range nodes {
-		g := reholdGate{Node: nodes[i], ready: ready, started: started}
+		g := reholdGate{Node: nodes[i], ready: ready, gate: gate, started: started}
 		if hung[i] {
 			g.hang = hang
 		}
