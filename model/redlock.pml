@@ -433,7 +433,11 @@ inline endcall(c) {
 #define TICK(c) :: d_step { vt[c] -> printf("EV tick %d\n", c); endwin(c) }
 #endif
 /* a node restarts empty; with the rejoin rule it sits out until every
- * window open at the restart has ended, and floors its counter */
+ * window open at the restart has ended, and floors its counter. The same
+ * event stands for every way a node loses its keys (a FLUSHALL, an
+ * eviction, a failover to a replica that missed writes): the marker key
+ * makes the node notice the loss and sit out as after a restart. */
+/* step: t_trust */
 #ifdef NOREJOIN
 #define RESTART(n) :: d_step { nrestart < MAXR -> nrestart++; printf("EV restart %d 0\n", n); \
         lock[n] = 0; pin[n] = 0; fence[n] = 0; QCLEAR(n); GC }

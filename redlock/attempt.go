@@ -261,7 +261,7 @@ func (e *AcquireError) finish(rejoining int) error {
 		e.lasting()
 	}
 	if e.Reason == "" && rejoining > 0 {
-		e.Reason = fmt.Sprintf("%d of the nodes that refused are rejoining after a restart (Config.RejoinDelay)", rejoining)
+		e.Reason = fmt.Sprintf("%d of the nodes that refused are rejoining after a restart or a loss of data (Config.RejoinDelay)", rejoining)
 	}
 	return e
 }
@@ -290,7 +290,7 @@ func (ls *Lease) confirmFence(ctx context.Context, granted []int, counters []fen
 	fctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
 	replies, deadline := fanout(l, context.WithoutCancel(ctx), "fence", granted, &ls.acquiring, func(ctx context.Context, i int) (bool, error) {
-		return fence(ctx, l.nodes[i], ls.keys, ls.token, f)
+		return fence(ctx, l.nodes[i], ls.keys, ls.token, f, l.seedStep)
 	})
 	var t tally
 	gather(fctx, replies, deadline, len(granted), func(r reply[bool]) bool {

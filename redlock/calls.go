@@ -3,8 +3,8 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,13 +22,28 @@ import (
 func releaseChannel(key string) string { return key + ":released" }
 
 // lockKeys are a lock's keys in the order every script takes them: lock,
-// fence, queue, queue expiries. Built once per lease and shared by its
-// calls: the last three are cut from one string, key:fence followed by
-// key:queue:exp (key:queue is a prefix of key:queue:exp).
+// fence, queue, queue expiries, and the node's marker (docs/design.md
+// §6.2) for a node that is not sharded (sharded: slotKeys). Built once per
+// lease and shared by its calls: the fence and queue keys are cut from one
+// string, key:fence followed by key:queue:exp (key:queue is a prefix of
+// key:queue:exp).
 func lockKeys(key string) []string {
 	s := key + ":fence" + key + ":queue:exp"
 	k := len(key)
-	return []string{key, s[:k+6], s[k+6 : 2*k+12], s[k+6:]}
+	return []string{key, s[:k+6], s[k+6 : 2*k+12], s[k+6:], key[:strings.IndexByte(key, '{')] + markerName}
+}
+
+// markerName ends every marker key. A lock's own keys have a brace right
+// after the prefix, so the unsharded marker (prefix + markerName) is none
+// of them; a sharded one (prefix, a slot's tag in braces, markerName) ends
+// neither in "}" nor in ":fence", ":queue" or ":queue:exp".
+const markerName = "~trust"
+
+// slotKeys are keys (lockKeys) for a sharded node: the marker is the one
+// of the lock's hash slot, a key in that slot.
+func slotKeys(keys []string) []string {
+	p := keys[4][:len(keys[4])-len(markerName)]
+	return []string{keys[0], keys[1], keys[2], keys[3], p + "{" + slotTags()[keySlot(keys[0])] + "}" + markerName}
 }
 
 // nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
@@ -42,26 +57,28 @@ func nodeTTL(ttl time.Duration) int64 {
 // owner, for ttl. floor raises an existing fence counter below it ("" for
 // none: the rejoin rule's floor); step is the granularity, in µs, of a new
 // counter's start on the node's clock. queue, when set, makes the caller
-// wait its turn in the lock's wait queue.
+// wait its turn in the lock's wait queue. trust, set per node, are the
+// arguments of the node's data-loss rule (nil: the rule is off).
 type acquireArgs struct {
 	keys         []string
 	token, owner string
 	ttl          time.Duration
 	floor, step  string
 	queue        *queueArgs
+	trust        []any
 	// list holds the script's arguments once built (prepare), shared by
 	// the calls of one attempt.
 	list []any
 }
 
 // prepare builds the script's arguments once, for every node of an
-// attempt.
+// attempt, but for the node's own (floor, trust).
 func (a *acquireArgs) prepare() {
+	member, ticket, qttl := any(""), any(0), any(0)
 	if q := a.queue; q != nil {
-		a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, q.member, q.ticket, nodeTTL(q.ttl)}
-	} else {
-		a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step}
+		member, ticket, qttl = q.member, q.ticket, nodeTTL(q.ttl)
 	}
+	a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, member, ticket, qttl}
 }
 
 // queueArgs is a waiter's place as an acquire call carries it: what the
@@ -77,11 +94,16 @@ type queueArgs struct {
 func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	if a.list == nil {
 		a.prepare()
-	} else if a.floor != "" {
-		a.list = slices.Clone(a.list)
-		a.list[3] = a.floor
 	}
-	reply, err := n.Eval(ctx, scripts.Acquire, a.keys, a.list...)
+	args := a.list
+	if a.floor != "" || a.trust != nil {
+		args = append(make([]any, 0, len(a.list)+len(a.trust)), a.list...)
+		if a.floor != "" {
+			args[3] = a.floor
+		}
+		args = append(args, a.trust...)
+	}
+	reply, err := n.Eval(ctx, scripts.Acquire, a.keys, args...)
 	if err != nil {
 		return grant{}, scriptErr(err, a.token)
 	}
@@ -90,8 +112,8 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 
 // fence raises the fence counter of the lock keys to at least f where
 // token holds the lock; it reports whether token holds it.
-func fence(ctx context.Context, n Node, keys []string, token string, f fencing.Token) (bool, error) {
-	return evalFlag(ctx, n, scripts.Fence, keys[:2], token, f.String())
+func fence(ctx context.Context, n Node, keys []string, token string, f fencing.Token, step string) (bool, error) {
+	return evalFlag(ctx, n, scripts.Fence, keys[:2], token, f.String(), step)
 }
 
 // renew extends token's lock to ttl; it never re-creates an expired lock.
@@ -102,8 +124,8 @@ func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Du
 
 // evalFlag runs a script that answers 0 or 1, with token its first
 // argument.
-func evalFlag(ctx context.Context, n Node, s *redis.Script, keys []string, token string, arg any) (bool, error) {
-	reply, err := n.Eval(ctx, s, keys, token, arg)
+func evalFlag(ctx context.Context, n Node, s *redis.Script, keys []string, token string, args ...any) (bool, error) {
+	reply, err := n.Eval(ctx, s, keys, append([]any{token}, args...)...)
 	if err != nil {
 		return false, scriptErr(err, token)
 	}
@@ -132,23 +154,28 @@ type releaseArgs struct {
 // prepare builds the script's arguments once, for every node that takes
 // the same hand-over.
 func (a *releaseArgs) prepare() {
-	delay, step := "", ""
+	delay, step, flags := "", "", "e"
 	if h := a.handOver; h.step != "" {
 		delay, step = "-1", h.step
 		if h.delay >= 0 {
 			delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
 		}
+		if h.durable {
+			flags = "de"
+		}
 	}
-	a.list = []any{a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place}
+	// The servers are left to the node (""): a hand-over reads INFO.
+	a.list = []any{a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place, "", flags}
 }
 
 // handOver is what a node needs to hand a released lock over to the head
-// of its wait queue (scripts/queue.lua, q_give): the rejoin delay to apply
-// to a new holder (negative when the rule does not apply to the node) and
-// the seed step of a new fence counter.
+// of its wait queue (scripts/queue.lua, q_give): the rejoin delay (negative
+// when the rule is off), whether the node's servers keep every write
+// through a restart, and the seed step of a new fence counter.
 type handOver struct {
-	delay time.Duration
-	step  string
+	delay   time.Duration
+	durable bool
+	step    string
 }
 
 // released is one node's answer to a release: whether the token held the
@@ -192,7 +219,7 @@ func leave(ctx context.Context, n Node, a leaveArgs) error {
 	if a.give {
 		g = "give"
 	}
-	_, err := n.Eval(ctx, scripts.Leave, a.keys, a.member, releaseChannel(a.keys[0]), leaveMark+releaseID(a.member), g)
+	_, err := n.Eval(ctx, scripts.Leave, a.keys[:4], a.member, releaseChannel(a.keys[0]), leaveMark+releaseID(a.member), g)
 	return scriptErr(err, "")
 }
 
@@ -208,7 +235,7 @@ func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl 
 
 // inspect reads the state of the lock without changing it.
 func inspect(ctx context.Context, n Node, keys []string) (LockInfo, error) {
-	reply, err := n.Eval(ctx, scripts.Inspect, keys)
+	reply, err := n.Eval(ctx, scripts.Inspect, keys[:4])
 	if err != nil {
 		return LockInfo{}, scriptErr(err, "")
 	}

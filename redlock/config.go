@@ -67,23 +67,27 @@ type Config struct {
 	// holds it; it is not used for ownership checks. Defaults to
 	// "hostname:pid"; at most MaxOwnerLen bytes.
 	Owner string
-	// RejoinDelay keeps a node that may have restarted without its data out
-	// of the quorum until it has been up that long: a node that does not
-	// persist every write before answering (anything but appendonly yes
-	// with appendfsync always, as far as the node lets us read it with
-	// CONFIG GET) and whose uptime (INFO server) is below RejoinDelay
-	// refuses to grant, with its own reason. Set it to your longest lease:
-	// after that long, no lease the node forgot can still be valid; and
-	// keep node clocks within half of it: fence counters count on from
-	// the node's clock after a restart (docs/design.md, section 6.1). The
-	// Locker learns a node's uptime when it first uses the node and again
-	// after every new connection to it (a restart cuts every connection),
-	// never on the hot path. A node whose state cannot be learned yet (INFO
-	// refused by an ACL, the node unreachable) is treated as not yet safe; a
-	// server that does not implement INFO server (a stand-in such as
-	// miniredis) is not checked. Defaults to LeaseDuration; a negative value
-	// turns the check off; at most MaxLeaseDuration. Applies to RedisNode
-	// (other Node implementations are not checked).
+	// RejoinDelay keeps a node that may have lost data out of the quorum
+	// for that long after the loss: a node that restarted without
+	// persisting every write (anything but appendonly yes with appendfsync
+	// always, as far as CONFIG GET shows) until it has been up that long,
+	// and a node that lost keys while running (FLUSHALL or FLUSHDB,
+	// eviction, a failover to a replica: the node's marker key shows it,
+	// docs/design.md section 6.2) until that long after the loss was
+	// noticed. Such a node refuses to grant, with its own reason
+	// (ErrRejoining). Set it to your longest lease: after that long, no
+	// lease the node forgot can still be valid; and keep node clocks within
+	// half of it: fence counters count on from the node's clock after a
+	// loss, and expire twice RejoinDelay after their last use
+	// (docs/design.md, sections 6.1 and 6.2). The Locker reads a node's
+	// uptime and configuration when it first uses the node, after every
+	// new connection to it and every 5 s; the marker is checked in the
+	// scripts that grant (one GET). A node whose state cannot be learned
+	// (INFO refused by an ACL, the node unreachable) is treated as not yet
+	// safe; a server that does not implement INFO server (a stand-in such
+	// as miniredis) is not checked. Defaults to LeaseDuration; a negative
+	// value turns the check off; at most MaxLeaseDuration. Applies to every
+	// Node that reports its uptime (Node.Uptime).
 	RejoinDelay time.Duration
 	// QueueTTL is how long a waiting Acquire keeps its place in the lock's
 	// wait queue on the nodes without renewing it. Acquire is fair: a

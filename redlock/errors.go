@@ -61,11 +61,13 @@ var (
 	ErrFenceExhausted = errors.New("redlock: fence counter exhausted")
 
 	// ErrRejoining marks an attempt refused by nodes that sit out their
-	// rejoin delay (Config.RejoinDelay): servers that started less than
-	// the delay ago without appendfsync always, and so may have lost locks
-	// they granted. It passes with time; an *AcquireError wraps it, beside
-	// ErrNotAcquired, when such nodes refused.
-	ErrRejoining = errors.New("redlock: nodes rejoining after a restart")
+	// rejoin delay (Config.RejoinDelay) because they may have lost locks
+	// they granted: servers that started less than the delay ago without
+	// appendfsync always, and servers that lost keys (FLUSHALL or FLUSHDB,
+	// eviction, a failover to a replica) less than the delay ago. It
+	// passes with time; an *AcquireError wraps it, beside ErrNotAcquired,
+	// when such nodes refused.
+	ErrRejoining = errors.New("redlock: nodes rejoining after a restart or a loss of data")
 
 	errBadReply = errors.New("redlock: unexpected script reply")
 )

@@ -28,7 +28,7 @@ func NodeAcquire(ctx context.Context, n Node, key, token, owner string, ttl time
 
 // NodeFence runs the fence script on n.
 func NodeFence(ctx context.Context, n Node, key, token string, f fencing.Token) (bool, error) {
-	return fence(ctx, n, lockKeys(key), token, f)
+	return fence(ctx, n, lockKeys(key), token, f, "1000000")
 }
 
 // NodeRenew runs the renew script on n.

@@ -25,9 +25,9 @@ type Locker struct {
 	quorum   int
 	seedStep string // seedStep(cfg)
 	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
-	// durable holds, by node index, whether the node's server was last
-	// seen keeping its data through a restart (Uptime.Durable).
-	durable []atomic.Bool
+	// data holds, by node index, what the Locker last learned of the
+	// node's data (nil until it used the node).
+	data []atomic.Pointer[nodeData]
 	// inbox is the key whose release channel carries the locks the nodes
 	// hand over to this Locker's waiters ("" when it has none: see
 	// newInbox).
@@ -74,7 +74,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
 		fair:     cfg.QueueTTL > 0,
-		durable:  make([]atomic.Bool, len(nodes)),
+		data:     make([]atomic.Pointer[nodeData], len(nodes)),
 		inbox:    newInbox(cfg),
 		nodes:    append([]Node(nil), nodes...),
 		quorum:   len(nodes)/2 + 1,

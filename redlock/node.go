@@ -33,8 +33,9 @@ type Node interface {
 	// the script may still have run.
 	Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error)
 	// Uptime reports since when the node's server has held its current
-	// data, for the rejoin rule (Config.RejoinDelay). An error means the
-	// state is unknown: the node is then not trusted to grant.
+	// data and what may make it lose data, for the rejoin rule
+	// (Config.RejoinDelay). An error means the state is unknown: the node
+	// is then not trusted to grant.
 	Uptime(ctx context.Context) (Uptime, error)
 	// Subscribe opens a subscription that calls onMessage with the lock key
 	// and the message of every announcement on a watched key's release
@@ -61,6 +62,18 @@ type Uptime struct {
 	// Conns counts the connections the node has opened so far: a grant
 	// made while it changed may come from a server that restarted.
 	Conns uint64
+	// Servers names the server processes holding the node's data (INFO
+	// run_id; for a cluster, every primary's, separated by spaces); empty
+	// when unknown: the node's scripts then read it themselves.
+	Servers string
+	// Sharded reports that the node spreads keys over several servers by
+	// hash slot (Redis Cluster): it keeps one marker per slot instead of
+	// one per server (docs/design.md, section 6.2).
+	Sharded bool
+	// MayEvict reports that a server of the node may evict keys
+	// (maxmemory with a policy other than noeviction, or a configuration
+	// it does not let us read): its scripts then count evictions as a loss.
+	MayEvict bool
 }
 
 // Subscription is a Node's open subscription to release announcements.

@@ -209,23 +209,19 @@ func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop 
 	h := &heard{}
 	key := a.keys[0]
 	// The arguments, built once per hand-over the nodes take: a node's
-	// depends only on whether its server keeps its data (handOver).
-	plain, durable := a, a
-	if l.fair && hand == handingOver {
-		plain.handOver, durable.handOver = l.handOver(false), l.handOver(true)
-		if slices.ContainsFunc(idxs, func(i int) bool { return l.durable[i].Load() }) {
-			durable.prepare()
+	// depends only on what the Locker knows of its data (handOver).
+	var kinds [3]releaseArgs
+	for k := range kinds {
+		kinds[k] = a
+		if l.fair && hand == handingOver {
+			kinds[k].handOver = l.handOver(dataKind(k))
 		}
-	}
-	plain.prepare()
-	if durable.list == nil {
-		durable = plain
+		kinds[k].prepare()
 	}
 	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
-		a := plain
-		if l.durable[i].Load() {
-			a = durable
-		}
+		keys := l.keysFor(ctx, i, a.keys)
+		a := kinds[l.dataKind(i)]
+		a.keys = keys
 		r, err := release(ctx, l.nodes[i], a)
 		h.add(r)
 		if r.counter > 0 {

@@ -30,9 +30,21 @@ type upState struct {
 	// bootUS is when the server (the latest started primary of a cluster)
 	// started, in microseconds on its own clock; 0 if unknown.
 	bootUS int64
-	// dials is the dial count when the state was learned.
+	// servers are the run_ids of the servers (every primary of a cluster),
+	// space-separated; mayEvict reports that one of them may evict keys.
+	servers  string
+	mayEvict bool
+	sharded  bool
+	// dials is the dial count when the state was learned, and at the time
+	// (monotonic).
 	dials uint64
+	at    time.Time
 }
+
+// relearnAfter is how long a node trusts what it learned of its servers'
+// configuration: a maxmemory policy changed at runtime to one that evicts
+// is noticed this soon.
+const relearnAfter = 5 * time.Second
 
 // rejoinState is a RedisNode's knowledge of its server's uptime.
 type rejoinState struct {
@@ -76,15 +88,15 @@ func (n *RedisNode) watchDials() {
 // nothing went wrong since.
 func (r *rejoinState) fresh() (upState, bool) {
 	st := r.last.Load()
-	if st == nil || st.err != nil || st.dials != r.dials.Load() || r.stale.Load() {
+	if st == nil || st.err != nil || st.dials != r.dials.Load() || r.stale.Load() || time.Since(st.at) > relearnAfter {
 		return upState{}, false
 	}
 	return *st, true
 }
 
 // Uptime implements Node: INFO server (on every primary of a cluster) and
-// CONFIG GET append*, learned once and again after the node opened a
-// connection or a call failed. A server that does not implement INFO server
+// CONFIG GET append* and maxmemory*, learned once and again after the node
+// opened a connection, a call failed, or relearnAfter passed. A server that does not implement INFO server
 // (a stand-in) reports a zero Since; an ACL that refuses INFO is an error.
 func (n *RedisNode) Uptime(ctx context.Context) (Uptime, error) {
 	st := n.upState(ctx)
@@ -94,7 +106,8 @@ func (n *RedisNode) Uptime(ctx context.Context) (Uptime, error) {
 	if st.err != nil {
 		return Uptime{}, st.err
 	}
-	return Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials}, nil
+	return Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials,
+		Servers: st.servers, Sharded: st.sharded, MayEvict: st.mayEvict}, nil
 }
 
 func (n *RedisNode) upState(ctx context.Context) upState {
@@ -108,10 +121,10 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 		return st // learned by another caller meanwhile
 	}
 	r.stale.Store(false)
-	st := upState{checked: true, dials: r.dials.Load()}
+	st := upState{checked: true, dials: r.dials.Load(), at: time.Now()}
 	servers := []redis.Cmdable{n.client}
 	if cc, ok := n.client.(*redis.ClusterClient); ok {
-		servers = nil
+		servers, st.sharded = nil, true
 		var mu sync.Mutex
 		_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
 			mu.Lock()
@@ -126,23 +139,31 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 	st.durable = len(servers) > 0
 	answered := 0
 	var failed error
+	var runIDs []string
 	for _, c := range servers {
-		since, bootUS, durable, checked, err := learnUptime(ctx, c, &r.configRefused)
+		s, err := learnServer(ctx, c, &r.configRefused)
 		switch {
 		case err != nil && !isAuthError(err):
 			failed = err // a primary down or loading cannot grant anyway
 			continue
 		case err != nil:
 			st.err = err
-		case !checked:
+		case !s.checked:
 			st.checked = false
 		}
 		answered++
-		if since.After(st.since) {
-			st.since = since
+		if s.since.After(st.since) {
+			st.since = s.since
 		}
-		st.bootUS = max(st.bootUS, bootUS)
-		st.durable = st.durable && durable
+		st.bootUS = max(st.bootUS, s.bootUS)
+		st.durable = st.durable && s.durable
+		st.mayEvict = st.mayEvict || s.mayEvict
+		if s.runID != "" {
+			runIDs = append(runIDs, s.runID)
+		}
+	}
+	if len(runIDs) == len(servers) {
+		st.servers = strings.Join(runIDs, " ")
 	}
 	if answered == 0 && st.err == nil {
 		st.err = failed
@@ -151,47 +172,58 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 	return st
 }
 
-// appendAlways reports whether the server has appendonly yes and
-// appendfsync always (CONFIG GET). A server that does not let us read its
-// configuration (an ACL without +config|get) counts as not durable; Redis
-// records the refusal in ACL LOG.
-// A node asks once: after a refusal it no longer asks (refused).
-func appendAlways(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) bool {
-	if refused.Load() {
-		return false
-	}
-	conf, err := c.ConfigGet(ctx, "append*").Result()
-	if isAuthError(err) {
-		refused.Store(true)
-	}
-	return err == nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always"
+// serverState is what one server says of its data: learnServer.
+type serverState struct {
+	// checked is false when the server does not implement INFO server (a
+	// stand-in).
+	checked bool
+	since   time.Time
+	bootUS  int64
+	// durable reports appendonly yes with appendfsync always; mayEvict a
+	// maxmemory with an evicting policy (or a configuration we may not
+	// read).
+	durable, mayEvict bool
+	runID             string
 }
 
-// learnUptime reads one server's uptime (INFO server) and persistence
-// (CONFIG GET append*, which an ACL may refuse: the server then counts as
-// not durable). checked is false when the server does not implement INFO
-// server.
-func learnUptime(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (since time.Time, bootUS int64, durable, checked bool, err error) {
+// learnServer reads one server's uptime and run_id (INFO server) and
+// configuration (CONFIG GET append* and maxmemory*, which an ACL may
+// refuse: the server then counts as not durable and as evicting). A node
+// asks for the configuration until it was refused once (refused).
+func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (serverState, error) {
 	info, err := c.Info(ctx, "server").Result()
 	answered := time.Now()
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !isAuthError(err) && !strings.HasPrefix(rerr.Error(), "LOADING") {
-		return time.Time{}, 0, false, false, nil
+		return serverState{}, nil
 	}
 	if err != nil {
-		return time.Time{}, 0, false, true, err
+		return serverState{checked: true}, err
 	}
 	up, perr := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
 	if perr != nil || up < 0 {
-		return time.Time{}, 0, false, false, nil
+		return serverState{}, nil
 	}
+	s := serverState{checked: true, runID: infoField(info, "run_id"), mayEvict: true}
 	if now, err := strconv.ParseInt(infoField(info, "server_time_usec"), 10, 64); err == nil {
-		bootUS = now - up*1e6 // rounded up to the second with uptime: not earlier than the start
+		s.bootUS = now - up*1e6 // rounded up to the second with uptime: not earlier than the start
 	}
 	// uptime_in_seconds is whole seconds, rounded down, read before the
 	// answer came back: the server started at the latest up seconds before
 	// the answer, which is what the delay is counted from.
-	since = answered.Add(-time.Duration(up) * time.Second)
-	durable = appendAlways(ctx, c, refused)
-	return since, bootUS, durable, true, nil
+	s.since = answered.Add(-time.Duration(up) * time.Second)
+	if refused.Load() {
+		return s, nil
+	}
+	aof, err := c.ConfigGet(ctx, "append*").Result()
+	if err == nil {
+		var mem map[string]string
+		mem, err = c.ConfigGet(ctx, "maxmemory*").Result()
+		s.durable = aof["appendonly"] == "yes" && aof["appendfsync"] == "always"
+		s.mayEvict = err != nil || mem["maxmemory"] != "0" && mem["maxmemory-policy"] != "noeviction"
+	}
+	if isAuthError(err) {
+		refused.Store(true)
+	}
+	return s, nil
 }

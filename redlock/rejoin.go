@@ -15,16 +15,18 @@ import (
 // server's uptime through Node.Uptime, so it holds for every Node, wrapped
 // or not.
 
-// rejoining returns why a node whose server's data is described by u must
-// not grant yet, or "" when it may.
-func rejoining(u Uptime, delay time.Duration) string {
+// rejoining returns the refusal of a node whose server's data is
+// described by u and that must not grant yet (its reason, and its
+// HolderTTL the time left), or a zero grant when it may.
+func rejoining(u Uptime, delay time.Duration) grant {
 	if u.Since.IsZero() || delay < 0 || u.Durable {
-		return ""
+		return grant{}
 	}
 	if up := time.Since(u.Since); up < delay {
-		return fmt.Sprintf("%s: up %s of the %s rejoin delay, without appendfsync always", rejoiningReason, up.Round(time.Second), delay)
+		return grant{Reason: fmt.Sprintf("%s: up %s of the %s rejoin delay, without appendfsync always", rejoiningReason, up.Round(time.Second), delay),
+			HolderTTL: delay - up}
 	}
-	return ""
+	return grant{}
 }
 
 // rejoiningReason starts the reason of a rejoining node's refusal.
@@ -34,10 +36,56 @@ const rejoiningReason = "rejoining"
 // node's.
 func rejoiningRefusal(reason string) bool { return strings.HasPrefix(reason, rejoiningReason) }
 
+// nodeData is what the Locker last learned of a node's data
+// (Node.Uptime) and the arguments it gives the node's data-loss rule.
+type nodeData struct {
+	u Uptime
+	// trust are the acquire script's arguments of the rule (nil: off).
+	trust []any
+}
+
+// learned records u for node i and returns what the Locker now knows of
+// the node, reusing the last record while u says the same.
+func (l *Locker) learned(i int, u Uptime) *nodeData {
+	if d := l.data[i].Load(); d != nil && d.u.Servers == u.Servers && d.u.Durable == u.Durable &&
+		d.u.MayEvict == u.MayEvict && d.u.Sharded == u.Sharded && d.u.Since.IsZero() == u.Since.IsZero() {
+		return d
+	}
+	d := &nodeData{u: u}
+	if l.cfg.RejoinDelay >= 0 && !u.Since.IsZero() {
+		flags := ""
+		if u.Durable {
+			flags += "d"
+		}
+		if u.MayEvict {
+			flags += "e"
+		}
+		d.trust = []any{strconv.FormatInt(l.cfg.RejoinDelay.Milliseconds(), 10), u.Servers, flags}
+	}
+	l.data[i].Store(d)
+	return d
+}
+
+// keysFor returns keys (lockKeys) as node i takes them: with the marker of
+// the lock's slot when the node is sharded. A node not used yet is asked.
+func (l *Locker) keysFor(ctx context.Context, i int, keys []string) []string {
+	d := l.data[i].Load()
+	if d == nil {
+		if u, err := l.nodes[i].Uptime(ctx); err == nil {
+			d = l.learned(i, u)
+		}
+	}
+	if d != nil && d.u.Sharded {
+		return slotKeys(keys)
+	}
+	return keys
+}
+
 // acquireOn asks node i for the lock, unless the node is rejoining: then
 // it refuses with the reason. A grant made while the node opened a
-// connection (its server may have restarted just before it) is checked
-// again, and given back if the node turns out to be rejoining.
+// connection (its server may have restarted, or been replaced, just
+// before it) is checked again, and given back if the node turns out to be
+// rejoining or another server.
 func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, error) {
 	node := l.nodes[i]
 	if l.cfg.RejoinDelay < 0 {
@@ -47,9 +95,9 @@ func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, er
 	if err != nil {
 		return grant{}, fmt.Errorf("rejoin state unknown: %w", err) // an error, not a refusal
 	}
-	l.durable[i].Store(u.Durable)
-	if why := rejoining(u, l.cfg.RejoinDelay); why != "" {
-		return grant{Reason: why}, nil
+	d := l.learned(i, u)
+	if r := rejoining(u, l.cfg.RejoinDelay); r.Reason != "" {
+		return r, nil
 	}
 	// A node that may have lost increments in its last restart raises
 	// older counters to its start plus the rejoin delay: above every token
@@ -57,6 +105,10 @@ func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, er
 	// the delay (docs/design.md, section 6.1).
 	if !u.Durable && u.BootMicros > 0 {
 		a.floor = strconv.FormatInt(u.BootMicros+l.cfg.RejoinDelay.Microseconds(), 10)
+	}
+	a.trust = d.trust
+	if u.Sharded {
+		a.keys = slotKeys(a.keys)
 	}
 	g, err := acquire(ctx, node, a)
 	if err != nil || !g.OK {
@@ -66,9 +118,12 @@ func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, er
 	if err == nil && again.Conns == u.Conns {
 		return g, nil
 	}
-	why := rejoining(again, l.cfg.RejoinDelay)
-	if err != nil {
+	why := rejoining(again, l.cfg.RejoinDelay).Reason
+	switch {
+	case err != nil:
 		why = fmt.Sprintf("rejoin state unknown: %v", err)
+	case why == "" && again.Servers != u.Servers:
+		why = rejoiningReason + ": the node's server changed during the call"
 	}
 	if why == "" {
 		return g, nil

@@ -59,6 +59,9 @@ func parseGrant(reply any) (grant, error) {
 	if !ok {
 		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
+	if flag == 3 {
+		return parseSitOut(reply, vals)
+	}
 	var g grant
 	switch v := vals[1].(type) {
 	case string:
@@ -76,6 +79,33 @@ func parseGrant(reply any) (grant, error) {
 		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
 	return g, nil
+}
+
+// parseSitOut decodes {3, ms, why}: a node that may have lost data
+// refuses for ms more milliseconds (scripts/trust.lua).
+func parseSitOut(reply any, vals []any) (grant, error) {
+	ms, ok1 := vals[1].(int64)
+	why, ok2 := "", len(vals) == 3
+	if ok2 {
+		why, ok2 = vals[2].(string)
+	}
+	if !ok1 || !ok2 || ms < 0 {
+		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+	}
+	text, known := lossReasons[why]
+	if !known {
+		text = why[:min(len(why), 200)] // "data state unknown: <INFO's error>"
+	}
+	left := time.Duration(ms) * time.Millisecond
+	return grant{Reason: fmt.Sprintf("%s: %s; it grants again in %s", rejoiningReason, text, left), HolderTTL: left}, nil
+}
+
+// lossReasons says, for each reason a node's marker gives (scripts/trust.lua),
+// why the node sits out.
+var lossReasons = map[string]string{
+	"restarted": "its server restarted without appendfsync always",
+	"lost":      "it may have lost data (FLUSHALL or FLUSHDB, a failover to a replica, or its marker key was deleted)",
+	"evicted":   "its server evicted keys",
 }
 
 // parseHeld decodes a reply whose lock the caller holds: {1, counter}, {1,

@@ -104,10 +104,15 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 			// failed. No majority may come to this place until the
 			// others give up. Give its locks back and keep the turn with
 			// a new place; try again at a random point soon, as after a
-			// split vote.
+			// split vote, and no later than the others said they may
+			// grant (a holder's TTL, a rejoining node's time left).
 			l.givePlaceBack(fw.key, p, fw.w)
 			fw.splits++
-			return nil, 0, l.await(ctx, nil, fw.splitDelay(o.start))
+			d := fw.splitDelay(o.start)
+			if o.err.HolderTTL > 0 {
+				d = min(d, o.err.HolderTTL)
+			}
+			return nil, 0, l.await(ctx, nil, d)
 		}
 	}
 	if len(o.handed) > 0 {
@@ -304,16 +309,45 @@ func (l *Locker) inboxChannel() string {
 }
 
 // handOver is what a node needs to hand a lock it releases over to the
-// head of its wait queue: this Locker's rejoin delay, unless the rule does
-// not apply to the node (RejoinDelay negative, or a durable node: its
-// server was last seen keeping its data through a restart), and the seed
-// step.
-func (l *Locker) handOver(durable bool) handOver {
-	d := l.cfg.RejoinDelay
-	if durable {
-		d = -1
+// head of its wait queue: this Locker's rejoin delay (unless the rule does
+// not apply to the node: RejoinDelay negative, or a stand-in that does not
+// report its uptime), whether the node's server was last seen keeping its
+// data through a restart, and the seed step.
+func (l *Locker) handOver(k dataKind) handOver {
+	h := handOver{delay: l.cfg.RejoinDelay, durable: k == durableData, step: l.seedStep}
+	if k == uncheckedData {
+		h.delay = -1
 	}
-	return handOver{delay: d, step: l.seedStep}
+	return h
+}
+
+// dataKind is what the Locker knows of a node's data, as a hand-over
+// needs it.
+type dataKind int
+
+const (
+	// uncheckedData: the node does not report its uptime (a stand-in):
+	// the data-loss rule does not apply.
+	uncheckedData dataKind = iota
+	// volatileData: a server that may lose writes in a restart, or one
+	// the Locker could not learn about yet.
+	volatileData
+	// durableData: servers that keep every write through a restart.
+	durableData
+)
+
+// dataKind returns what the Locker last learned of node i's data.
+func (l *Locker) dataKind(i int) dataKind {
+	d := l.data[i].Load()
+	switch {
+	case d == nil:
+		return volatileData
+	case d.u.Since.IsZero():
+		return uncheckedData
+	case d.u.Durable:
+		return durableData
+	}
+	return volatileData
 }
 
 // handedLock says what a place that leaves the queue does with a lock

@@ -1,7 +1,8 @@
 -- model: acquire
 -- acquire: take the lock if it is free and count a new holder.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
--- queue (queue.lua, docs/design.md section 11.1)
+-- queue (queue.lua, docs/design.md section 11.1), KEYS[5] the node's
+-- marker key (trust.lua)
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds,
 -- ARGV[4] optional floor: a canonical decimal below which an existing
 -- counter is raised to it before the increment (after a restart that may
@@ -10,13 +11,17 @@
 -- in the wait queue ("" for an attempt that does not queue): its waiter
 -- id, followed by what the lock is handed over to it with (queue.lua,
 -- q_member), ARGV[7] its ticket (0 for none yet), ARGV[8] how long its
--- place lasts, in milliseconds
+-- place lasts, in milliseconds; ARGV[9], ARGV[10] and ARGV[11] the
+-- rule for a node that may have lost data (trust.lua, t_trust: the rejoin
+-- delay in milliseconds or "" for none, the servers' run_ids, flags)
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
 -- When the caller queues, or the lock is free but an earlier waiter is
 -- next, a refusal is {0, pttl, ticket, ms}: pttl 0 for a free lock, the
 -- caller's ticket (0 when it does not queue), and how long the head's
 -- ticket has left (0 when the caller is the head). A free lock is granted
 -- only to the head of its live queue, or to anyone when the queue is empty.
+-- A node that may have lost data (trust.lua) refuses a free lock with
+-- {3, ms, why}: it may grant again in ms milliseconds.
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
@@ -89,6 +94,13 @@ if head and head ~= wid then
 end
 fence, bad = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
+local floor, wait, why = t_trust(KEYS[5], ARGV[9], ARGV[10], ARGV[11])
+if not floor then
+  if not wait then return why end
+  return {3, wait, why}
+end
+local given = ARGV[4] or ''
+if floor == '' or (given ~= '' and c_less(floor, given)) then floor = given end
 if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
@@ -99,4 +111,4 @@ if head and head == wid then
   redis.call('ZREM', KEYS[4], wid)
 end
 q_purge(KEYS[3], KEYS[4], gone)
-return {1, c_count(KEYS[2], fence, ARGV[4], ARGV[5])}
+return {1, c_count(KEYS[2], fence, floor, ARGV[5])}

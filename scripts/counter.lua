@@ -35,6 +35,13 @@ local function c_read(kf)
   return fence, nil
 end
 
+-- c_life is how long a fence counter lives after its last change, in
+-- milliseconds, for a seed step in microseconds: 4 steps, at least a
+-- second.
+local function c_life(step)
+  return math.max(math.ceil(step * 4 / 1000), 1000)
+end
+
 -- c_count counts a new holder on fence key kf, whose value was read as
 -- fence (false: no counter yet; never c_top, which the caller refuses).
 -- A new counter starts from the node's clock in microseconds, rounded down
@@ -44,42 +51,21 @@ end
 -- 6.1). A counter below floor (a canonical decimal, or '' for none) may
 -- have lost increments in a restart and counts on from floor. The counter
 -- never passes through a Lua number (exact only up to 2^53): INCR's reply
--- is not used. Returns the new counter as Redis stores it.
+-- is not used. The counter expires 4 steps (twice the rejoin delay) after
+-- its last count: a counter created again from the clock then still
+-- exceeds every token it counted (docs/design.md, section 6.1). Returns
+-- the new counter as Redis stores it.
 local function c_count(kf, fence, floor, step)
+  step = tonumber(step or '1') or 1
+  if step < 1 then step = 1 end
   if not fence then
     local now = redis.call('TIME')
     local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    step = tonumber(step or '1') or 1
-    if step < 1 then step = 1 end
     redis.call('SET', kf, string.format('%.0f', us - us % step))
   elseif floor and floor ~= '' and c_less(fence, floor) then
     redis.call('SET', kf, floor)
   end
   redis.call('INCR', kf)
+  redis.call('PEXPIRE', kf, c_life(step))
   return redis.call('GET', kf)
 end
-
--- c_rejoin applies the rejoin rule (docs/design.md, section 6.1) on the
--- node itself, for a hand-over: delay is the rejoin delay in milliseconds
--- (negative: the rule does not apply, the server keeps its data through a
--- restart). It returns false while the server has been up for less than
--- the delay or its uptime cannot be read (no grant then), and otherwise
--- the floor for the fence counter: the server's start plus the delay, in
--- microseconds ('' when the rule does not apply or the server does not
--- report its uptime).
-local function c_rejoin(delay)
-  delay = tonumber(delay)
-  if not delay or delay < 0 then return '' end
-  local info = redis.pcall('INFO', 'server')
-  if type(info) == 'table' then
-    if string.find(info.err or '', 'NOPERM', 1, true) then return false end
-    return '' -- a server without INFO server (a stand-in)
-  end
-  local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-  local now = tonumber(string.match(info, 'server_time_usec:(%d+)'))
-  if not up then return '' end
-  if up * 1000 < delay then return false end
-  if not now then return '' end
-  return string.format('%.0f', now - up * 1000000 + delay * 1000)
-end
-

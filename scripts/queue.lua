@@ -1,7 +1,7 @@
 -- model: q_scan, q_join, q_give
 -- queue: the fair wait queue of one lock (docs/design.md, section 11.1),
 -- included at the top of the scripts that use it, after lock.lua and
--- counter.lua (q_give counts a new holder). Two sorted sets share
+-- counter.lua and trust.lua (q_give counts a new holder). Two sorted sets share
 -- the lock's hash tag: Q maps a waiter id to its ticket, E maps it to the
 -- time its ticket expires (milliseconds on this node's clock). The head of
 -- the queue is the live waiter with the lowest (ticket, id): the same
@@ -120,15 +120,17 @@ end
 -- then holds the head's token for the head's ttl, but never longer than
 -- the head's place has left (a waiter that died holds the lock up no
 -- longer than its place would have), its place is removed and the fence
--- counter counts it as a new holder. delay and step are the rejoin delay
--- (c_rejoin, counter.lua) and the seed step (c_count, counter.lua); the place skip (the releasing
--- caller's own) is passed over and removed. It returns the head's id (nil
+-- counter counts it as a new holder, unless the node may have lost data:
+-- km, delay, servers and flags are the marker key and the rule's
+-- arguments (t_trust, trust.lua), step the seed step (c_count,
+-- counter.lua); the place skip (the releasing caller's own) is passed over
+-- and removed. It returns the head's id (nil
 -- when the queue has no live place, or a queue key holds someone else's
 -- data) and, when it handed the lock over, the
 -- new counter and the channel to announce it on (q_member). Nothing is written before the SET, which a node out of
 -- memory refuses: the lock is then not handed over, and the caller
 -- deletes it. Lapsed places are removed after.
-local function q_give(kl, kf, kq, ke, delay, step, skip)
+local function q_give(kl, kf, kq, ke, km, delay, servers, flags, step, skip)
   local head, left, gone, err = q_scan(kq, ke, nil, skip)
   if err then return nil, nil, nil end -- not a redlock queue: none
   if not head then
@@ -139,8 +141,8 @@ local function q_give(kl, kf, kq, ke, delay, step, skip)
   local counter = nil
   if ttl and delay and delay ~= '' and math.min(ttl, left) >= 1 then
     local fence = c_read(kf)
-    local floor = c_rejoin(delay)
-    if fence ~= nil and fence ~= c_top and floor then
+    local floor = fence ~= nil and fence ~= c_top and t_trust(km, delay, servers, flags)
+    if floor then
       local ok = redis.pcall('SET', kl, value, 'PX', math.min(ttl, left))
       if type(ok) == 'table' and ok.ok then
         redis.call('ZREM', kq, head)

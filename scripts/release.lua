@@ -3,14 +3,17 @@
 -- is free or hand it over to the head of its wait queue. Never touches a
 -- lock held by another token.
 -- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
--- queue (queue.lua); without KEYS[3] the lock has no queue
+-- queue (queue.lua); without KEYS[3] the lock has no queue; KEYS[5] the
+-- node's marker key (trust.lua)
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
 -- release id waiters count it by), or "" for none; ARGV[4] the rejoin
 -- delay in milliseconds for a hand-over (negative: the rule does not
 -- apply; "" or absent: no hand-over), ARGV[5] the seed step of a new fence
 -- counter (queue.lua, q_give); ARGV[6] the caller's own place in the
 -- wait queue ("" or absent: none), removed, and whose token's lock (one
--- handed over to the place) is released as the caller's own.
+-- handed over to the place) is released as the caller's own; ARGV[7] and
+-- ARGV[8] the servers' run_ids and flags for a hand-over (t_trust,
+-- trust.lua: a node that may have lost data hands nothing over).
 -- When the lock has a live queue, the announcement names its head after a
 -- space: only that waiter need try. When the head left what the lock is
 -- set to, the lock is handed over to it instead of deleted (q_give), and
@@ -49,7 +52,7 @@ if ARGV[3] == '' or not KEYS[3] then
 end
 -- The caller's own place may still stand here (a late call of one of its
 -- attempts queued it again): it is passed over, never handed the lock.
-local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], ARGV[5], ARGV[6])
+local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[7], ARGV[8], ARGV[5], ARGV[6])
 if not counter then redis.call('DEL', KEYS[1]) end
 unplace()
 local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])

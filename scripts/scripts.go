@@ -4,8 +4,9 @@
 // lock script takes its keys in one order, as many as it needs: KEYS[1] =
 // the lock key (P{R}), KEYS[2] = the fence key (P{R}:fence), KEYS[3] and
 // KEYS[4] = the wait queue's tickets and expiry times (P{R}:queue,
-// P{R}:queue:exp); all share the hash tag {R}, so they fall in one Redis
-// Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
+// P{R}:queue:exp), KEYS[5] = the node's marker key (P~trust, or for a
+// Redis Cluster node P{T}~trust with a tag T of R's slot: trust.lua); all
+// fall in one Redis Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
 // the token, never the owner. Scripts are run with go-redis's Script.Run,
 // which tries EVALSHA and falls back to EVAL when the server's script cache
 // does not have them (after a restart or SCRIPT FLUSH). docs/design.md §3 and
@@ -41,40 +42,44 @@ var (
 	lockSrc string
 	//go:embed counter.lua
 	counterSrc string
+	//go:embed trust.lua
+	trustSrc string
 )
 
 var (
 	// Acquire sets the lock if it is free (and the caller is the head of
 	// its wait queue, if it has one) and increments the fence counter:
-	// KEYS = lock, fence, queue, queue expiries; ARGV = token, owner, ttl
-	// ms, floor, seed step, waiter id, ticket, ticket ttl ms.
+	// KEYS = lock, fence, queue, queue expiries, marker; ARGV = token,
+	// owner, ttl ms, floor, seed step, waiter id, ticket, ticket ttl ms,
+	// rejoin delay ms, the servers' run_ids, flags (trust.lua).
 	// Replies {1, counter} when granted, the counter as a decimal string
 	// (exact beyond 2^53, unlike a Lua number), {0, pttl} when held by
 	// another, {0, pttl, ticket, head's ms left} when the lock has a queue,
+	// {3, ms, why} when the node may have lost data and sits out for ms,
 	// and a FENCEEXHAUSTED error, with nothing written, when the counter is
 	// at 2^63-1.
-	Acquire = redis.NewScript(lockSrc + counterSrc + queueSrc + acquireSrc)
+	Acquire = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
-	// KEYS = lock, fence. Replies 1 when the caller holds the lock, else 0.
+	// KEYS = lock, fence; ARGV = token, counter, seed step. Replies 1 when the caller holds the lock, else 0.
 	Fence = redis.NewScript(lockSrc + counterSrc + fenceSrc)
 	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
 	// Replies 1 when extended, 0 when not held by the token.
 	Renew = redis.NewScript(lockSrc + renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
-	// lock, fence, queue, queue expiries; ARGV = token, channel,
+	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,
 	// announcement, rejoin delay ms for a hand-over ("" for none), seed
-	// step, the caller's own place. Replies 0 when not held, else 1 + the
+	// step, the caller's own place, the servers' run_ids, flags. Replies 0 when not held, else 1 + the
 	// subscribers reached, {1 + the subscribers reached, head} when it named
 	// the head of the wait queue, or {…, head, counter} when it handed the
 	// lock over to the head.
-	Release = redis.NewScript(lockSrc + counterSrc + queueSrc + releaseSrc)
+	Release = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up: KEYS =
 	// lock, fence, queue, queue expiries; ARGV = waiter's place, channel,
 	// announcement id, "give" to give up a lock handed over to the place.
 	// Replies 1 when the waiter was queued or held the lock, else 0.
-	Leave = redis.NewScript(lockSrc + counterSrc + queueSrc + leaveSrc)
+	Leave = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
 	// = lock, fence; ARGV = holding token, new value, ttl ms. Replies {1,
 	// counter} when done, {0} when the token does not hold the lock.
@@ -82,7 +87,7 @@ var (
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue (tickets, expiries). Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.
-	Inspect = redis.NewScript(counterSrc + queueSrc + inspectSrc)
+	Inspect = redis.NewScript(counterSrc + trustSrc + queueSrc + inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.
 	// Replies {1, token} when written, {0, highest token seen} when stale.

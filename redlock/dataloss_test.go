@@ -1,0 +1,208 @@
+package redlock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// lossDelay is the rejoin delay of the data-loss tests: the longest lease.
+const lossDelay = 2 * time.Second
+
+// lossConfig is the configuration of the data-loss tests' Lockers.
+var lossConfig = redlock.Config{LeaseDuration: lossDelay, RejoinDelay: lossDelay}
+
+// requireSitsOut checks that l is refused resource because nodes may have
+// lost data, with the reason given, and returns when it is granted again,
+// after the delay counted from since: the new lease's token exceeds
+// before's.
+func requireSitsOut(t *testing.T, l *redlock.Locker, resource, reason string, since time.Time, before *redlock.Lease) *redlock.Lease {
+	t.Helper()
+	_, err := l.TryAcquire(testutil.Context(t), resource)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrRejoining, "the refusal says the nodes sit out: %v", err)
+	require.ErrorContains(t, err, reason)
+	var lease *redlock.Lease
+	require.Eventually(t, func() bool {
+		lease, err = l.TryAcquire(testutil.Context(t), resource)
+		return err == nil
+	}, 3*lossDelay+5*time.Second, 20*time.Millisecond, "never granted again: %v", err)
+	// The nodes count the delay on their clock from when they noticed the
+	// loss, after since.
+	require.GreaterOrEqual(t, time.Since(since), lossDelay-50*time.Millisecond, "granted before the delay had passed")
+	require.Greater(t, lease.Fence(), before.Fence(), "a token after a loss exceeds every token before it")
+	require.NoError(t, lease.Release(testutil.Context(t)))
+	return lease
+}
+
+// TestFlushedNodesSitOutUntilNoForgottenLeaseCanBeValid is the reported
+// case: Locker A holds r; FLUSHALL on two of three servers. Without the
+// rule Locker B was granted r at once, with A's fencing token. Now the
+// flushed nodes notice the loss (their marker key is gone and INFO shows
+// a FLUSHALL) and grant nothing for the rejoin delay; then B's token
+// exceeds A's.
+func TestFlushedNodesSitOutUntilNoForgottenLeaseCanBeValid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3)
+	a := newLocker(t, c.Nodes(), lossConfig)
+	b := newLocker(t, c.Nodes(), lossConfig)
+	held, err := tryAcquire(t, a, "r")
+	require.NoError(t, err)
+
+	for _, i := range []int{0, 1} {
+		require.NoError(t, c.Server(i).Do(testutil.Context(t), "FLUSHALL").Err())
+	}
+	flushed := time.Now()
+	requireSitsOut(t, b, "r", "may have lost data", flushed, held)
+}
+
+// TestALockerThatStartsAfterTheLossStillSeesIt: the loss is recorded on
+// the nodes (the marker), not in the Locker that noticed it, so a Locker
+// created after the first one was refused is refused too.
+func TestALockerThatStartsAfterTheLossStillSeesIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3)
+	a := newLocker(t, c.Nodes(), lossConfig)
+	held, err := tryAcquire(t, a, "r")
+	require.NoError(t, err)
+	for _, i := range []int{1, 2} {
+		require.NoError(t, c.Server(i).Do(testutil.Context(t), "FLUSHDB").Err())
+	}
+	flushed := time.Now()
+	_, err = a.TryAcquire(testutil.Context(t), "other")
+	require.ErrorIs(t, err, redlock.ErrRejoining)
+	late := newLocker(t, c.Nodes(), lossConfig)
+	requireSitsOut(t, late, "r", "may have lost data", flushed, held)
+}
+
+// TestEvictingNodesSitOut: servers with maxmemory and volatile-lru evict
+// keys with a TTL, which a lock key always has. After two of three
+// servers evicted keys (ours among them, here: the lock of A), they grant
+// nothing for the rejoin delay.
+func TestEvictingNodesSitOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3, testutil.WithConfig("maxmemory 64mb", "maxmemory-policy volatile-lru"))
+	a := newLocker(t, c.Nodes(), lossConfig)
+	b := newLocker(t, c.Nodes(), lossConfig)
+	held, err := tryAcquire(t, a, "r")
+	require.NoError(t, err)
+
+	for _, i := range []int{0, 2} {
+		s := c.Server(i)
+		ctx := testutil.Context(t)
+		require.NoError(t, s.Do(ctx, "CONFIG", "SET", "maxmemory", "1").Err())
+		_ = s.Do(ctx, "SET", "filler", "x").Err() // evicts every key with a TTL first; then refused
+		require.NoError(t, s.Do(ctx, "CONFIG", "SET", "maxmemory", "64mb").Err())
+		n, err := s.Do(ctx, "EXISTS", a.Key("r")).Int()
+		require.NoError(t, err)
+		require.Zero(t, n, "the lock was evicted")
+	}
+	evicted := time.Now()
+	requireSitsOut(t, b, "r", "evicted keys", evicted, held)
+}
+
+// TestAFailoverToAReplicaThatMissedTheLockSitsOut: a Sentinel group whose
+// replica was stopped while A took the lock fails over to that replica,
+// which never saw the lock. The promoted server's data came from another
+// server (the marker names the old primary, and INFO shows a promotion):
+// it grants nothing for the rejoin delay.
+func TestAFailoverToAReplicaThatMissedTheLockSitsOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	g := testutil.StartSentinel(t, "locks")
+	nodes := dialURLs(t, g.URL())
+	a := newLocker(t, nodes, lossConfig)
+	b := newLocker(t, nodes, lossConfig)
+	warm, err := tryAcquire(t, a, "warm-up") // the marker reaches the replica
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(testutil.Context(t)))
+
+	old := g.Primary()
+	require.NotNil(t, old)
+	replica := g.Servers()[0]
+	if replica == old {
+		replica = g.Servers()[1]
+	}
+	require.NoError(t, replica.Pause()) // replication stalls
+	held, err := tryAcquire(t, a, "r")
+	require.NoError(t, err)
+	require.NoError(t, old.Kill())
+	require.NoError(t, replica.Resume())
+	require.Eventually(t, func() bool { return g.Primary() == replica }, 30*time.Second, 10*time.Millisecond, "the sentinels did not promote the replica")
+	promoted := time.Now()
+	n, err := replica.Do(testutil.Context(t), "EXISTS", a.Key("r")).Int()
+	require.NoError(t, err)
+	require.Zero(t, n, "the replica had the lock: nothing was lost")
+
+	// The group's client follows the switch by itself.
+	var lease *redlock.Lease
+	require.Eventually(t, func() bool {
+		lease, err = b.TryAcquire(testutil.Context(t), "r")
+		return err == nil || strings.Contains(err.Error(), "may have lost data")
+	}, 15*time.Second, 20*time.Millisecond, "the client never reached the new primary: %v", err)
+	require.Nil(t, lease, "granted at once by a replica that missed the lock")
+	requireSitsOut(t, b, "r", "may have lost data", promoted, held)
+}
+
+// TestAMarkerKeyHoldingForeignDataIsNeverOverwritten: a key under the
+// prefix that holds something else (another program's hash) makes the
+// node answer with a WRONGTYPE error; the key is left as it was.
+func TestAMarkerKeyHoldingForeignDataIsNeverOverwritten(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := testutil.StartRedisServer(t)
+	l := newLocker(t, []redlock.Node{s.Node()}, lossConfig)
+	ctx := testutil.Context(t)
+	marker := redlock.DefaultKeyPrefix + "~trust"
+	for _, foreign := range [][]any{{"HSET", marker, "f", "v"}, {"SET", marker, "not a marker"}} {
+		require.NoError(t, s.Do(ctx, "DEL", marker).Err())
+		require.NoError(t, s.Do(ctx, foreign...).Err())
+		_, err := l.TryAcquire(ctx, "r")
+		require.ErrorIs(t, err, redlock.ErrWrongType)
+		typ, err := s.Do(ctx, "TYPE", marker).Text()
+		require.NoError(t, err)
+		require.Equal(t, map[bool]string{true: "hash", false: "string"}[foreign[0] == "HSET"], typ)
+	}
+}
+
+// TestTheMarkerOfAClusterSlotLivesInThatSlot: on a Redis Cluster node the
+// marker is kept per hash slot, beside the lock's keys (one script reads
+// both); a flushed shard sits out, the others grant.
+func TestTheMarkerOfAClusterSlotLivesInThatSlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	cl := testutil.StartCluster(t, 2)
+	nodes := dialURLs(t, cl.URL())
+	l := newLocker(t, nodes, lossConfig)
+	names := map[int]string{}
+	for i := 0; len(names) < 2; i++ {
+		r := "r" + string(rune('a'+i))
+		names[cl.ShardForKey(l.Key(r))] = r
+	}
+	for _, r := range names {
+		lease, err := tryAcquire(t, l, r)
+		require.NoError(t, err, "a resource on each shard")
+		require.NoError(t, lease.Release(testutil.Context(t)))
+	}
+	require.NoError(t, cl.Shard(0).Do(context.Background(), "FLUSHALL").Err())
+	_, err := l.TryAcquire(testutil.Context(t), names[0])
+	require.ErrorIs(t, err, redlock.ErrRejoining)
+	lease, err := tryAcquire(t, l, names[1])
+	require.NoError(t, err, "the shard that lost nothing grants")
+	require.NoError(t, lease.Release(testutil.Context(t)))
+}
