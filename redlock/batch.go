@@ -13,7 +13,7 @@ import (
 // acquiring, renewing and releasing at once share a round trip to the node
 // (one pipeline: one write and one read on one connection) instead of
 // paying one each. It is adaptive, so that a lone caller pays nothing: a
-// call goes out at once, on its own, while fewer than batchFlushers
+// call goes out at once, on its own, while fewer than batchFlushers (2)
 // round trips are in flight on the node; only the calls that arrive while
 // all of them are busy wait, and the next free flusher sends everything
 // that queued meanwhile (up to batchMax calls) as one pipeline.
@@ -29,7 +29,7 @@ import (
 const (
 	// batchFlushers bounds the round trips in flight on one node at once
 	// (single calls and pipelines), hence its connections in use.
-	batchFlushers = 4
+	batchFlushers = 2
 	// batchMax bounds the calls in one pipeline.
 	batchMax = 128
 	// batchPending bounds the calls queued or in flight on one node.
