@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/e6344662/go-redlock/bench/internal/stats"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -85,5 +84,3 @@ func BenchmarkTransport(b *testing.B) {
 		_ = node.Close()
 	}
 }
-
-var _ = stats.Micros
