@@ -46,3 +46,15 @@ func NodeRelease(ctx context.Context, n Node, key, token string) (bool, error) {
 func NodeInspect(ctx context.Context, n Node, key string) (LockInfo, error) {
 	return inspect(ctx, n, lockKeys(key))
 }
+
+// NodePending reports n's calls waiting in its batcher's queue, the round
+// trips in flight (single calls and pipelines) and the calls holding room
+// (queued or in flight).
+func NodePending(n *RedisNode) (queued, flushing, room int) { return n.batch.pending() }
+
+// Batch limits, for tests: round trips in flight per node, and calls queued
+// or in flight per node.
+const (
+	BatchFlushers = batchFlushers
+	BatchPending  = batchPending
+)

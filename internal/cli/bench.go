@@ -103,7 +103,10 @@ its return, waiting included: p50, p90, p99, max); hand-off latency (from one
 holder's Release call to the next holder's Acquire returning, when the next
 holder is another client that was already waiting: p50, p99, max); each
 client's share of the acquisitions relative to a fair share; and errors by
-kind. A progress line is shown on stderr (rewritten every second on a
+kind, and what the servers did per acquisition in the measured window
+(INFO commandstats and INFO cpu, summed over the nodes: commands, script
+calls, µs in the scripts, server CPU µs; not shown for servers that do not
+keep these counts, such as --embedded). A progress line is shown on stderr (rewritten every second on a
 terminal, else a line every 5s). SIGINT stops early and still prints the
 results (then exits 130). Each run leaves one fence counter key per
 resource on the nodes (PREFIX{bench:RUNID:I}:fence).
@@ -172,11 +175,27 @@ func (b *bench) run(parent context.Context) error {
 		urls = miniredisURLs(servers)
 	}
 
-	lockers, closeAll, err := b.connect(ctx, urls)
+	lockers, nodes0, closeAll, err := b.connect(ctx, urls)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
+	// The servers' counters at the start of the measured window (after the
+	// warm-up) and at its end: commands and server time per acquisition.
+	var (
+		before    serverCounts
+		countedOK bool
+		counted   = make(chan struct{})
+	)
+	go func() {
+		defer close(counted)
+		select {
+		case <-time.After(b.o.warmup):
+		case <-ctx.Done():
+			return
+		}
+		before, countedOK = b.serverCounts(ctx, nodes0)
+	}()
 
 	gen := loadgen.Start(ctx, loadgen.Config{
 		Lockers:        lockers,
@@ -201,14 +220,30 @@ func (b *bench) run(parent context.Context) error {
 	close(progressDone)
 	progress.Wait()
 
+	<-counted
+	var cost *serverCost
+	if countedOK {
+		if after, ok := b.serverCounts(context.WithoutCancel(ctx), nodes0); ok {
+			cost = perAcquisition(before, after, int64(measured.Acquire.N))
+		}
+	}
 	res := b.result(ctx, nodes, measured)
+	res.Server = cost
 	a.report(res, func() { a.printBench(res) })
 	return b.exitError(ctx, res)
 }
 
+// serverCounts reads the servers' counters, bounded by the call timeout.
+func (b *bench) serverCounts(ctx context.Context, nodes redlock.Nodes) (serverCounts, bool) {
+	ctx, cancel := context.WithTimeout(ctx, b.app.g.callTimeout())
+	defer cancel()
+	return readServerCounts(ctx, nodes)
+}
+
 // connect makes the Lockers: one shared, or one per client with its own
-// connections. closeAll releases what they hold and closes them.
-func (b *bench) connect(ctx context.Context, urls []string) ([]*redlock.Locker, func(), error) {
+// connections, and returns the first one's nodes. closeAll releases what
+// they hold and closes them.
+func (b *bench) connect(ctx context.Context, urls []string) ([]*redlock.Locker, redlock.Nodes, func(), error) {
 	n := 1
 	if b.o.lockers == lockersPerClient {
 		n = b.o.clients
@@ -224,12 +259,12 @@ func (b *bench) connect(ctx context.Context, urls []string) ([]*redlock.Locker, 
 		s, err := b.app.connectURLs(ctx, urls)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		sessions = append(sessions, s)
 		lockers = append(lockers, s.locker)
 	}
-	return lockers, closeAll, nil
+	return lockers, sessions[0].nodes, closeAll, nil
 }
 
 // resources draws the run's random ID and returns the resource names,

@@ -57,6 +57,7 @@ type benchResult struct {
 	FairShareMax       float64          `json:"fair_share_max"`
 	Errors             map[string]int64 `json:"errors"`
 	ErrorsTotal        int64            `json:"errors_total"`
+	Server             *serverCost      `json:"server_per_acquisition,omitempty"`
 	ExitCode           int              `json:"exit_code"`
 
 	acquireSnap, handoffSnap loadgen.Snapshot
@@ -95,6 +96,10 @@ func (a *App) printBench(res *benchResult) {
 		lo, hi := slices.Min(res.ClientAcquisitions), slices.Max(res.ClientAcquisitions)
 		fmt.Fprintf(tw, "client share:\tmin %.2f  max %.2f of a fair share (%d..%d acquisitions per client)\n",
 			res.FairShareMin, res.FairShareMax, lo, hi)
+	}
+	if c := res.Server; c != nil {
+		fmt.Fprintf(tw, "server:\t%.1f commands (%.2f script calls), %.1fµs in scripts, %.1fµs CPU per acquisition (all nodes)\n",
+			c.CommandsPerAcq, c.ScriptsPerAcq, c.ScriptUsecPerAcq, c.CPUUsecPerAcq)
 	}
 	fmt.Fprintf(tw, "errors:\t%s\n", fmtErrors(res.Errors))
 	_ = tw.Flush()

@@ -1,7 +1,7 @@
 // Package impls puts the lock implementations under comparison behind one
 // small interface, so that every benchmark drives each of them through the
-// same loop: redlock (this repository), go-redsync v4, bsm/redislock (one
-// node only) and the raw floor (the two parallel round trips any Redlock
+// same loop: redlock (this repository), go-redsync v4, bsm/redislock and
+// rueidis's rueidislock (one node only) and the raw floor (the two parallel round trips any Redlock
 // client needs, done directly with go-redis).
 package impls
 
@@ -20,6 +20,8 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/e6344662/go-redlock/redlock"
 )
@@ -391,4 +393,63 @@ func token() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// Unbatched returns nodes whose Eval is go-redis's Script.Run on the
+// node's client, one round trip per call: RedisNode's transport before it
+// batched concurrent calls (issue 24), as the baseline of the batching.
+// Everything else (Uptime, Subscribe, the bound on calls) is the
+// RedisNode's own.
+func Unbatched(nodes []redlock.Node) []redlock.Node {
+	out := make([]redlock.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = unbatchedNode{n.(*redlock.RedisNode)}
+	}
+	return out
+}
+
+type unbatchedNode struct{ *redlock.RedisNode }
+
+func (n unbatchedNode) Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	return script.Run(ctx, n.Client(), keys, args...).Result()
+}
+
+// Rueidislock is rueidis's rueidislock on one node (KeyMajority 1, so one
+// key per lock): TryWithContext and the returned cancel, which releases the
+// lock and waits for the DEL. Its client auto-pipelines the commands of
+// concurrent goroutines on shared connections. Keys live LeaseDuration.
+func Rueidislock(name, addr string) (*Impl, error) {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
+		KeyMajority:    1,
+		KeyValidity:    LeaseDuration,
+		NoLoopTracking: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Impl{
+		Name:      name,
+		NewWorker: func() Worker { return &rueidislockWorker{l: l} },
+		Close:     func() error { l.Close(); return nil },
+	}, nil
+}
+
+type rueidislockWorker struct {
+	l       rueidislock.Locker
+	release context.CancelFunc
+}
+
+func (w *rueidislockWorker) Acquire(ctx context.Context, key string) error {
+	_, cancel, err := w.l.TryWithContext(ctx, key)
+	if errors.Is(err, rueidislock.ErrNotLocked) {
+		err = ErrNotAcquired
+	}
+	w.release = cancel
+	return err
+}
+
+func (w *rueidislockWorker) Release(context.Context) error {
+	w.release()
+	return nil
 }
