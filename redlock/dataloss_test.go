@@ -206,3 +206,50 @@ func TestTheMarkerOfAClusterSlotLivesInThatSlot(t *testing.T) {
 	require.NoError(t, err, "the shard that lost nothing grants")
 	require.NoError(t, lease.Release(testutil.Context(t)))
 }
+
+// TestAResourceLockedOnceLeavesNoKeyWithoutATTL: per-resource keys are
+// bounded in time. After a lock with a waiter, a hand-over and a release,
+// every key the resource left on a node expires (the fence counter twice
+// the rejoin delay after its last grant); only the node's marker, one per
+// server, stays.
+func TestAResourceLockedOnceLeavesNoKeyWithoutATTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3)
+	l := newLocker(t, c.Nodes(), lossConfig)
+	ctx := testutil.Context(t)
+	held, err := tryAcquire(t, l, "once")
+	require.NoError(t, err)
+	waiter := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, "once")
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		waiter <- err
+	}()
+	require.Eventually(t, func() bool {
+		n, err := c.Server(0).Do(ctx, "EXISTS", l.Key("once")+":queue").Int()
+		return err == nil && n == 1
+	}, 5*time.Second, 5*time.Millisecond, "the waiter never queued")
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, <-waiter)
+
+	marker := redlock.DefaultKeyPrefix + "~trust"
+	for _, s := range c.Servers() {
+		keys, err := s.Do(ctx, "KEYS", "*").StringSlice()
+		require.NoError(t, err)
+		require.Contains(t, keys, marker)
+		for _, k := range keys {
+			ttl, err := s.Do(ctx, "PTTL", k).Int64()
+			require.NoError(t, err)
+			if k == marker {
+				require.EqualValues(t, -1, ttl, "the marker stays")
+				continue
+			}
+			require.Positive(t, ttl, "%s on %s has no TTL", k, s.Addr())
+			require.LessOrEqual(t, ttl, (2 * lossDelay).Milliseconds(), "%s lives longer than twice the rejoin delay", k)
+		}
+	}
+}
