@@ -253,3 +253,26 @@ func TestAResourceLockedOnceLeavesNoKeyWithoutATTL(t *testing.T) {
 		}
 	}
 }
+
+// TestANodeThatMayNotReadINFOIsNotTrusted: without INFO a node's data
+// state cannot be judged (a loss could not be seen), so a user whose ACL
+// forbids it is never granted a lock: the error says why.
+func TestANodeThatMayNotReadINFOIsNotTrusted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx := testutil.Context(t)
+	s := testutil.StartRedisServer(t)
+	rules := append(testutil.LockerACL(redlock.DefaultKeyPrefix), "-info")
+	require.NoError(t, s.SetACLUser(ctx, "locker", "pw-5e1d", rules...))
+	nodes, err := redlock.Dial(ctx, s.UserURL("locker", "pw-5e1d"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nodes.Close() })
+	l := newLocker(t, nodes, lossConfig)
+	_, err = l.TryAcquire(ctx, "r")
+	require.Error(t, err)
+	require.ErrorContains(t, err, "NOPERM")
+	n, err := s.Do(ctx, "EXISTS", l.Key("r")).Int()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing granted")
+}

@@ -37,7 +37,10 @@ func LockerACL(keyPrefix string) []string {
 		"+get", "+set", "+incr", "+time", "+pttl", "+pexpire", "+del", "+type", "+publish",
 		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
 		"+subscribe", "+unsubscribe", "+ping",
-		"+info", // Dial reads run_id to catch one server listed twice
+		// Dial reads run_id to catch one server listed twice; the Locker
+		// reads uptime and run_id, and the scripts read INFO to judge a
+		// loss of data (docs/design.md §6.2).
+		"+info",
 	}
 }
 
