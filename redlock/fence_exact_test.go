@@ -76,7 +76,10 @@ func onBoth(t *testing.T, body func(t *testing.T, s store)) {
 func TestFenceTokensAreExactAbove2To53(t *testing.T) {
 	onBoth(t, func(t *testing.T, s store) {
 		ctx := testutil.Context(t)
-		starts := []uint64{1<<53 + 1, 1<<53 + 2, 1<<53 + 4, math.MaxInt64 - 2}
+		// (9_999..98: the second holder's counter carries into a new digit;
+		// all are above the nodes' clocks in µs, below which counters are
+		// raised to the node's trust floor, docs/design.md §6.2.)
+		starts := []uint64{9_999_999_999_999_998, 99_999_999_999_999_998, 999_999_999_999_999_998, 1<<53 + 1, 1<<53 + 2, 1<<53 + 4, math.MaxInt64 - 2}
 
 		node := s.nodes[0]
 		for _, start := range starts {

@@ -42,6 +42,15 @@ local function c_life(step)
   return math.max(math.ceil(step * 4 / 1000), 1000)
 end
 
+-- c_inc is canonical decimal s plus one, as a canonical decimal, without
+-- passing through a Lua number.
+local function c_inc(s)
+  local i = #s
+  while i > 0 and string.byte(s, i) == 57 do i = i - 1 end -- trailing 9s
+  if i == 0 then return '1' .. string.rep('0', #s) end
+  return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) .. string.rep('0', #s - i)
+end
+
 -- c_count counts a new holder on fence key kf, whose value was read as
 -- fence (false: no counter yet; never c_top, which the caller refuses).
 -- A new counter starts from the node's clock in microseconds, rounded down
@@ -50,22 +59,24 @@ end
 -- counts on from above every token issued before (docs/design.md, section
 -- 6.1). A counter below floor (a canonical decimal, or '' for none) may
 -- have lost increments in a restart and counts on from floor. The counter
--- never passes through a Lua number (exact only up to 2^53): INCR's reply
--- is not used. The counter expires 4 steps (twice the rejoin delay) after
--- its last count: a counter created again from the clock then still
--- exceeds every token it counted (docs/design.md, section 6.1). Returns
--- the new counter as Redis stores it.
+-- never passes through a Lua number (exact only up to 2^53): it is
+-- incremented as a decimal string and written with one SET. It expires 4
+-- steps (twice the rejoin delay) after its last count: a counter created
+-- again from the clock then still exceeds every token it counted
+-- (docs/design.md, section 6.1). Returns the new counter as Redis stores
+-- it.
 local function c_count(kf, fence, floor, step)
   step = tonumber(step or '1') or 1
   if step < 1 then step = 1 end
-  if not fence then
+  local v = fence
+  if not v then
     local now = redis.call('TIME')
     local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    redis.call('SET', kf, string.format('%.0f', us - us % step))
-  elseif floor and floor ~= '' and c_less(fence, floor) then
-    redis.call('SET', kf, floor)
+    v = string.format('%.0f', us - us % step)
+  elseif floor and floor ~= '' and c_less(v, floor) then
+    v = floor
   end
-  redis.call('INCR', kf)
-  redis.call('PEXPIRE', kf, c_life(step))
-  return redis.call('GET', kf)
+  v = c_inc(v)
+  redis.call('SET', kf, v, 'PX', c_life(step))
+  return v
 end

@@ -109,7 +109,8 @@ calls, µs in the scripts, server CPU µs; not shown for servers that do not
 keep these counts, such as --embedded). A progress line is shown on stderr (rewritten every second on a
 terminal, else a line every 5s). SIGINT stops early and still prints the
 results (then exits 130). Each run leaves one fence counter key per
-resource on the nodes (PREFIX{bench:RUNID:I}:fence).
+resource on the nodes (PREFIX{bench:RUNID:I}:fence), which expires twice
+the rejoin delay after the run.
 
 Exits 0 if there was at least one acquisition (errors are in the results);
 else 3 if no majority could be reached, 4 if the resources stayed busy, 1
