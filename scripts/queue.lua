@@ -129,7 +129,8 @@ end
 -- data) and, when it handed the lock over, the
 -- new counter and the channel to announce it on (q_member). Nothing is written before the SET, which a node out of
 -- memory refuses: the lock is then not handed over, and the caller
--- deletes it. Lapsed places are removed after.
+-- deletes it. Lapsed places, and the place skip, are removed after (skip
+-- only when the scan reached it: always when there is no head).
 local function q_give(kl, kf, kq, ke, km, delay, servers, flags, step, skip)
   local head, left, gone, err = q_scan(kq, ke, nil, skip)
   if err then return nil, nil, nil end -- not a redlock queue: none

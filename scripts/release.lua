@@ -52,9 +52,10 @@ if ARGV[3] == '' or not KEYS[3] then
 end
 -- The caller's own place may still stand here (a late call of one of its
 -- attempts queued it again): it is passed over, never handed the lock.
+-- Without a head, q_give scanned the whole queue and removed it already.
 local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[7], ARGV[8], ARGV[5], ARGV[6])
 if not counter then redis.call('DEL', KEYS[1]) end
-unplace()
+if head then unplace() end
 local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
 if counter then return {heard, head, counter} end
 if head then return {heard, head} end
