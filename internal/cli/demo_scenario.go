@@ -22,7 +22,12 @@ const (
 	demoResource = "ledger"
 	demoKey      = "balance"
 	demoLease    = time.Second
-	demoPause    = 3 * time.Second // of node time, by FastForward
+	// demoPause is how far the nodes' clocks move (FastForward) while the
+	// slow worker is frozen: past its lease, and short of a fence
+	// counter's life (twice the rejoin delay): miniredis moves its keys'
+	// TTLs, not the clock it answers TIME with, so a counter that expired
+	// in a fast-forward would start again from a clock that did not move.
+	demoPause = 1500 * time.Millisecond
 	// demoTimeout bounds each node call: generous (a third of the lease, the
 	// library's default) so that the demo also runs on a busy machine.
 	demoTimeout = 300 * time.Millisecond
