@@ -179,7 +179,18 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 	solo := testutil.StartRedisServer(t)
 	nodes := dialURLs(t, groups[0].URL(), groups[1].URL(), solo.URL())
 	const delay = 3 * time.Second
-	l := newLocker(t, nodes, slowPolling(redlock.Config{LeaseDuration: 30 * time.Second, RejoinDelay: delay}))
+	// The Locker's events, told if the waiter is not woken.
+	var (
+		mu     sync.Mutex
+		events []string
+		began  = time.Now()
+	)
+	observe := redlock.ObserverFunc(func(e redlock.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, fmt.Sprintf("%7.3fs %s %s %s %d/%d %v", time.Since(began).Seconds(), e.Kind, e.Op, e.Node, e.Granted, e.Total, e.Err))
+	})
+	l := newLocker(t, nodes, slowPolling(redlock.Config{LeaseDuration: 30 * time.Second, RejoinDelay: delay, Observer: observe}))
 	key := l.Key("orders")
 
 	holder, err := tryAcquire(t, l, "orders")
@@ -225,7 +236,9 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 	case a = <-got:
 		require.NoError(t, a.err)
 	case <-time.After(15 * time.Second):
-		t.Fatal("the waiter was not woken after the failover")
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("the waiter was not woken after the failover; the Locker's events:\n%s", strings.Join(events, "\n"))
 	}
 	handoff := a.at.Sub(released)
 	t.Logf("hand-off %v after the release, %v after the switch", handoff, a.at.Sub(switched))

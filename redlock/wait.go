@@ -101,11 +101,21 @@ func (wb *waitBase) pause(o *outcome, limit time.Duration) (time.Duration, error
 	}
 	if o.err.Granted > 0 {
 		wait = min(wait, wb.splitDelay(o.start))
-		wb.splits++
+		wb.noteSplit(o)
 	} else {
 		wb.splits = 0
 	}
 	return wait, nil
+}
+
+// noteSplit counts a failed attempt that some nodes granted as a split
+// vote, which makes the next split delay longer, unless nodes refused it
+// because they sit out after a loss of data: that is no contention, and
+// their time left bounds the wait instead.
+func (wb *waitBase) noteSplit(o *outcome) {
+	if o.rejoining == 0 {
+		wb.splits++
+	}
 }
 
 // splitDelay is a random wait after a split vote in an attempt that began

@@ -107,7 +107,7 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 			// split vote, and no later than the others said they may
 			// grant (a holder's TTL, a rejoining node's time left).
 			l.givePlaceBack(fw.key, p, fw.w)
-			fw.splits++
+			fw.noteSplit(o)
 			d := fw.splitDelay(o.start)
 			if o.err.HolderTTL > 0 {
 				d = min(d, o.err.HolderTTL)
