@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,18 +155,45 @@ type releaseArgs struct {
 // prepare builds the script's arguments once, for every node that takes
 // the same hand-over.
 func (a *releaseArgs) prepare() {
-	delay, step, flags := "", "", "e"
-	if h := a.handOver; h.step != "" {
-		delay, step = "-1", h.step
-		if h.delay >= 0 {
-			delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
-		}
-		if h.durable {
-			flags = "de"
-		}
-	}
 	// The servers are left to the node (""): a hand-over reads INFO.
-	a.list = []any{a.token, releaseChannel(a.keys[0]), releaseID(a.token), delay, step, a.place, "", flags}
+	a.list = []any{a.token, releaseChannel(a.keys[0]), releaseID(a.token), "", "", a.place, "", ""}
+	a.setHandOver()
+}
+
+// withHandOver returns a copy of a, whose arguments are built (prepare),
+// for hand-over h.
+func (a releaseArgs) withHandOver(h handOver) releaseArgs {
+	a.handOver, a.list = h, slices.Clone(a.list)
+	a.setHandOver()
+	return a
+}
+
+// setHandOver writes a.handOver into the built arguments.
+func (a *releaseArgs) setHandOver() {
+	args := a.handOver.args()
+	a.list[3], a.list[4], a.list[7] = args[0], args[1], args[2]
+}
+
+// noHandOver are the release script's hand-over arguments for none.
+var noHandOver = [3]any{"", "", "e"}
+
+// args are the release script's arguments for h: the rejoin delay, the
+// seed step and the flags (scripts/release.lua).
+func (h handOver) args() [3]any {
+	if h.built[0] != nil {
+		return h.built
+	}
+	if h.step == "" {
+		return noHandOver
+	}
+	delay, flags := "-1", "e"
+	if h.delay >= 0 {
+		delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
+	}
+	if h.durable {
+		flags = "de"
+	}
+	return [3]any{delay, h.step, flags}
 }
 
 // handOver is what a node needs to hand a released lock over to the head
@@ -176,6 +204,8 @@ type handOver struct {
 	delay   time.Duration
 	durable bool
 	step    string
+	// built holds args() once built (Locker.handOver).
+	built [3]any
 }
 
 // released is one node's answer to a release: whether the token held the

@@ -28,6 +28,8 @@ type Locker struct {
 	// data holds, by node index, what the Locker last learned of the
 	// node's data (nil until it used the node).
 	data []atomic.Pointer[nodeData]
+	// handOvers are the hand-overs of a release, by dataKind.
+	handOvers [3]handOver
 	// inbox is the key whose release channel carries the locks the nodes
 	// hand over to this Locker's waiters ("" when it has none: see
 	// newInbox).
@@ -83,6 +85,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		yields:   make(map[string]time.Time),
 		workers:  newWorkers(),
 	}
+	l.handOvers = newHandOvers(cfg, l.seedStep)
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
 	if b, ok := nodes[0].(interface{ boundedByContext() bool }); ok && len(nodes) == 1 {
 		// One node whose every call returns by its deadline: fan-outs call

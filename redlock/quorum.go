@@ -210,19 +210,25 @@ func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop 
 	key := a.keys[0]
 	// The arguments, built once per hand-over the nodes take: a node's
 	// depends only on what the Locker knows of its data (handOver).
+	a.prepare()
 	var kinds [3]releaseArgs
-	for k := range kinds {
-		kinds[k] = a
-		if l.fair && hand == handingOver {
-			kinds[k].handOver = l.handOver(dataKind(k))
+	handing := l.fair && hand == handingOver
+	for _, i := range idxs {
+		if k := l.dataKind(i); handing && kinds[k].list == nil {
+			kinds[k] = a.withHandOver(l.handOver(k))
 		}
-		kinds[k].prepare()
 	}
 	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
 		keys := l.keysFor(ctx, i, a.keys)
-		a := kinds[l.dataKind(i)]
-		a.keys = keys
-		r, err := release(ctx, l.nodes[i], a)
+		args := a
+		if handing {
+			k := l.dataKind(i)
+			if args = kinds[k]; args.list == nil { // learned meanwhile (keysFor)
+				args = a.withHandOver(l.handOver(k))
+			}
+		}
+		args.keys = keys
+		r, err := release(ctx, l.nodes[i], args)
 		h.add(r)
 		if r.counter > 0 {
 			// A waiter of this Locker need not wait for the announcement.

@@ -314,11 +314,21 @@ func (l *Locker) inboxChannel() string {
 // report its uptime), whether the node's server was last seen keeping its
 // data through a restart, and the seed step.
 func (l *Locker) handOver(k dataKind) handOver {
-	h := handOver{delay: l.cfg.RejoinDelay, durable: k == durableData, step: l.seedStep}
-	if k == uncheckedData {
-		h.delay = -1
+	return l.handOvers[k]
+}
+
+// newHandOvers builds the hand-over of each kind of node data, once per
+// Locker (handOver).
+func newHandOvers(cfg Config, step string) (hs [3]handOver) {
+	for k := range hs {
+		h := handOver{delay: cfg.RejoinDelay, durable: dataKind(k) == durableData, step: step}
+		if dataKind(k) == uncheckedData {
+			h.delay = -1
+		}
+		h.built = h.args()
+		hs[k] = h
 	}
-	return h
+	return hs
 }
 
 // dataKind is what the Locker knows of a node's data, as a hand-over
