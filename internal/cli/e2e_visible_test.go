@@ -26,7 +26,7 @@ func TestE2ERejoiningNodesAreNotBusy(t *testing.T) {
 
 	r := cli(t, env, "acquire", "fresh", delay)
 	requireCode(t, r, exitRejoining, `"fresh" is unavailable, not busy: `)
-	require.Regexp(t, `[23] of 3 nodes are rejoining after a restart without appendfsync always, and refuse every lock until they have been up for the rejoin delay \(--rejoin-delay, default the --ttl\): 127\.0\.0\.1:\d+ \(up \ds of the 6s rejoin delay\)`, r.stderr)
+	require.Regexp(t, `[23] of 3 nodes are rejoining after a restart or a loss of data, and refuse every lock until the rejoin delay has passed since \(--rejoin-delay, default the --ttl\): 127\.0\.0\.1:\d+ \(up \ds of the 6s rejoin delay, without appendfsync always\)`, r.stderr)
 	require.Empty(t, r.stdout)
 
 	r = cli(t, env, "acquire", "fresh", delay, "--json")
@@ -185,4 +185,22 @@ func TestAttemptAnswered(t *testing.T) {
 			require.Equal(t, tt.want, attemptAnswered(&tt.ae))
 		})
 	}
+}
+
+// TestE2EFlushedNodesSayTheyLostData: FLUSHALL on two of three durable
+// servers while a lock is held. acquire then exits 9 (rejoining, not busy)
+// and says which nodes may have lost data and when they grant again (the
+// attempt may stop before the second one answers).
+func TestE2EFlushedNodesSayTheyLostData(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	r := cli(t, env, "acquire", "flushed", "--ttl", "4s")
+	requireCode(t, r, exitOK, "")
+	for _, i := range []int{0, 1} {
+		require.NoError(t, c.Server(i).Do(testutil.Context(t), "FLUSHALL").Err())
+	}
+	r = cli(t, env, "acquire", "flushed", "--ttl", "4s")
+	requireCode(t, r, exitRejoining, `"flushed" is unavailable, not busy: `)
+	require.Regexp(t, `[12] of 3 nodes are rejoining after a restart or a loss of data, .*127\.0\.0\.1:\d+ \(it may have lost data \(FLUSHALL or FLUSHDB, a failover to a replica, or its marker key was deleted\); it grants again in [\d.]+m?s\)`, r.stderr)
 }

@@ -66,7 +66,8 @@ const exitCodeHelp = `Exit codes:
          memory or read-only replicas, have the fence counter at its maximum,
          or have EVALSHA or EVAL renamed or disabled
   9      unavailable: too many nodes for a majority are rejoining after a
-         restart without appendfsync always (for up to the rejoin delay)
+         restart without appendfsync always or a loss of data (FLUSHALL,
+         eviction, a failover), for up to the rejoin delay
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N

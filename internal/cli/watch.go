@@ -195,14 +195,14 @@ func rejoiningNodes(ae *redlock.AcquireError) []string {
 }
 
 // rejoiningText describes the rejoining nodes of an attempt, each as
-// "addr (up 2s of the 10s rejoin delay)".
+// "addr (up 2s of the 10s rejoin delay, without appendfsync always)" or
+// "addr (its server evicted keys; it grants again in 1.2s)".
 func rejoiningText(ae *redlock.AcquireError, nodes []string) string {
 	shown := make([]string, len(nodes))
 	for i, n := range nodes {
-		n = strings.Replace(n, rejoiningPrefix+": ", " (", 1)
-		shown[i] = strings.Replace(n, ", without appendfsync always)", ")", 1)
+		shown[i] = strings.Replace(n, rejoiningPrefix+": ", " (", 1)
 	}
-	return fmt.Sprintf("%d of %d nodes are rejoining after a restart without appendfsync always, and refuse every lock until they have been up for the rejoin delay (--rejoin-delay, default the --ttl): %s",
+	return fmt.Sprintf("%d of %d nodes are rejoining after a restart or a loss of data, and refuse every lock until the rejoin delay has passed since (--rejoin-delay, default the --ttl): %s",
 		len(nodes), ae.Total, strings.Join(shown, ", "))
 }
 
