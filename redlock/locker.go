@@ -28,6 +28,10 @@ type Locker struct {
 	// durable holds, by node index, whether the node's server was last
 	// seen keeping its data through a restart (Uptime.Durable).
 	durable []atomic.Bool
+	// slotted holds, by node index, whether the node refused the keys of
+	// several hash slots in one script (a Redis Cluster): AcquireAll then
+	// calls it once per slot group.
+	slotted []atomic.Bool
 	// inbox is the key whose release channel carries the locks the nodes
 	// hand over to this Locker's waiters ("" when it has none: see
 	// newInbox).
@@ -75,6 +79,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		seedStep: seedStep(cfg),
 		fair:     cfg.QueueTTL > 0,
 		durable:  make([]atomic.Bool, len(nodes)),
+		slotted:  make([]atomic.Bool, len(nodes)),
 		inbox:    newInbox(cfg),
 		nodes:    append([]Node(nil), nodes...),
 		quorum:   len(nodes)/2 + 1,

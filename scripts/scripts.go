@@ -41,6 +41,8 @@ var (
 	lockSrc string
 	//go:embed counter.lua
 	counterSrc string
+	//go:embed acquire_all.lua
+	acquireAllSrc string
 )
 
 var (
@@ -89,6 +91,23 @@ var (
 	FencedWrite = redis.NewScript(counterSrc + fencedWriteSrc)
 )
 
+var (
+	// AcquireAll takes several locks on one node, all or none: KEYS = four
+	// per lock (lock, fence, queue, queue expiries), all in one Redis
+	// Cluster slot; ARGV = owner, ttl ms, floor, seed step, then one token
+	// per lock. Replies {1, counter, pttl, counter, pttl, ...} (pttl 0 for
+	// a new grant, what the lock had left for a retry), {0, pttl, k} when
+	// the k-th lock is held, {0, 0, k, ms} when a waiter is next for it.
+	AcquireAll = redis.NewScript(lockSrc + counterSrc + queueSrc + acquireAllSrc)
+)
+
 // All lists every script, for preloading with SCRIPT LOAD and for checks
 // that a server accepts them.
-var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite}
+var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite, AcquireAll}
+
+// Grants reports whether s is a script that grants locks (Acquire,
+// AcquireAll): a node whose connection failed during one
+// may have restarted, and learns its server's uptime again.
+func Grants(s *redis.Script) bool {
+	return s == Acquire || s == AcquireAll
+}
