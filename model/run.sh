@@ -93,6 +93,7 @@ start leases   holds redlock.pml "$EXH" "$COL" -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLA
 start queue    holds redlock.pml "$EXH" "$COL" -DQUEUE -DMAXA=1 -DMAXB=1 -DMAXR=0 -DNOLATE
 start fence5   bounded redlock.pml "-m20 -c1" "$COL" -DN=5 -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
 start semaphore holds semaphore.pml "$EXH" "$COL"
+start rwlock    holds rwlock.pml "$EXH" "$COL" -DC=2
 
 # The mutants: each must be refuted. Breadth-first search (BFS) finds
 # the shortest counterexample; no-confirm at N = 5 uses a depth-bounded
@@ -101,6 +102,7 @@ BFS="-DCOLLAPSE -DBFS"
 start no-confirm  refuted redlock.pml "-m20 -c1" "$COL" -DN=5 -DNOCONFIRM -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
 start no-relcheck refuted redlock.pml "$EXH" "$BFS" -DNORELCHECK -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNORENEW
 start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1 -DMAXR=1 -DNOLATE -DNORENEW
+start rw-noreaders refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOREADERCHECK
 start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 
 wait
