@@ -105,6 +105,7 @@ LIVE="-a -f -m100000 -c1"
 if [ "${MODEL_PROGRESS:-0}" = 1 ]; then
 	start progress holds progress.pml "$LIVE" "$COL -DNFAIR=3"
 fi
+start rwlock    holds rwlock.pml "$EXH" "$COL" -DC=2
 
 # The mutants: each must be refuted. Breadth-first search (BFS) finds
 # the shortest counterexample; no-confirm at N = 5 uses a depth-bounded
@@ -116,6 +117,7 @@ start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1
 if [ "${MODEL_PROGRESS:-0}" = 1 ]; then
 	start no-skip refuted progress.pml "$LIVE" "$COL -DNFAIR=3" -DNOSKIP
 fi
+start rw-noreaders refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOREADERCHECK
 start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 
 wait

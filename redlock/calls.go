@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,15 +22,14 @@ import (
 func releaseChannel(key string) string { return key + ":released" }
 
 // lockKeys are a lock's keys in the order every script takes them: lock,
-// fence, queue, queue expiries, and the node's marker (docs/design.md
-// §6.2) for a node that is not sharded (sharded: slotKeys). Built once per
-// lease and shared by its calls: the fence and queue keys are cut from one
-// string, key:fence followed by key:queue:exp (key:queue is a prefix of
-// key:queue:exp).
+// fence, queue, queue expiries (the scripts that grant take the node's
+// marker after them: grantGate.marker). Built once per lease and shared by
+// its calls: the last three are cut from one string, key:fence followed by
+// key:queue:exp (key:queue is a prefix of key:queue:exp).
 func lockKeys(key string) []string {
 	s := key + ":fence" + key + ":queue:exp"
 	k := len(key)
-	return []string{key, s[:k+6], s[k+6 : 2*k+12], s[k+6:], key[:strings.IndexByte(key, '{')] + markerName}
+	return []string{key, s[:k+6], s[k+6 : 2*k+12], s[k+6:]}
 }
 
 // markerName ends every marker key. A lock's own keys have a brace right
@@ -39,13 +37,6 @@ func lockKeys(key string) []string {
 // of them; a sharded one (prefix, a slot's tag in braces, markerName) ends
 // neither in "}" nor in ":fence", ":queue" or ":queue:exp".
 const markerName = "~trust"
-
-// slotKeys are keys (lockKeys) for a sharded node: the marker is the one
-// of the lock's hash slot, a key in that slot.
-func slotKeys(keys []string) []string {
-	p := keys[4][:len(keys[4])-len(markerName)]
-	return []string{keys[0], keys[1], keys[2], keys[3], p + "{" + slotTags()[keySlot(keys[0])] + "}" + markerName}
-}
 
 // nodeTTL is ttl in whole milliseconds for PX and PEXPIRE, rounded up: the
 // Locker computes the lease's validity from ttl, so the key must never live
@@ -147,7 +138,10 @@ type releaseArgs struct {
 	keys     []string
 	token    string
 	handOver handOver // zero: no hand-over
-	place    string
+	// marker is the node's marker key, which a hand-over reads ("": none,
+	// the rule is off).
+	marker string
+	place  string
 	// list holds the script's arguments once built (prepare).
 	list []any
 }
@@ -226,7 +220,11 @@ func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
 	if a.list == nil {
 		a.prepare()
 	}
-	reply, err := n.Eval(ctx, scripts.Release, a.keys, a.list...)
+	keys := a.keys[:4]
+	if a.marker != "" && a.handOver.step != "" {
+		keys = append(keys[:4:4], a.marker)
+	}
+	reply, err := n.Eval(ctx, scripts.Release, keys, a.list...)
 	if err != nil {
 		return released{}, scriptErr(err, a.token)
 	}

@@ -276,3 +276,52 @@ func TestANodeThatMayNotReadINFOIsNotTrusted(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing granted")
 }
+
+// TestEveryGrantingCallSeesTheLoss: AcquireAll and the read-write lock's
+// writers and readers grant through the same rule as Acquire: after a
+// FLUSHALL on a majority, each is refused as rejoining until the delay
+// has passed, and then granted with tokens above the earlier ones.
+func TestEveryGrantingCallSeesTheLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3)
+	l := newLocker(t, c.Nodes(), lossConfig)
+	ctx := testutil.Context(t)
+	before, err := l.TryAcquireAll(ctx, "a", "b")
+	require.NoError(t, err)
+	for _, ls := range before {
+		require.NoError(t, ls.Release(ctx))
+	}
+	rw, err := l.NewRWLock("rw")
+	require.NoError(t, err)
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Release(ctx))
+
+	for _, i := range []int{0, 2} {
+		require.NoError(t, c.Server(i).Do(ctx, "FLUSHALL").Err())
+	}
+	flushed := time.Now()
+	_, err = l.TryAcquireAll(ctx, "a", "b")
+	require.ErrorIs(t, err, redlock.ErrRejoining)
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrRejoining)
+	_, err = rw.TryAcquireShared(ctx)
+	require.ErrorIs(t, err, redlock.ErrRejoining)
+
+	var after []*redlock.Lease
+	require.Eventually(t, func() bool {
+		after, err = l.TryAcquireAll(ctx, "a", "b")
+		return err == nil
+	}, 3*lossDelay+5*time.Second, 20*time.Millisecond, "never granted again: %v", err)
+	require.GreaterOrEqual(t, time.Since(flushed), lossDelay-50*time.Millisecond)
+	for k, ls := range after {
+		require.Greater(t, ls.Fence(), before[k].Fence())
+		require.NoError(t, ls.Release(ctx))
+	}
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	require.Greater(t, r.Fence(), w.Fence(), "a reader after the loss is above the writer before it")
+	require.NoError(t, r.Release(ctx))
+}

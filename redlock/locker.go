@@ -30,6 +30,10 @@ type Locker struct {
 	data []atomic.Pointer[nodeData]
 	// handOvers are the hand-overs of a release, by dataKind.
 	handOvers [3]handOver
+	// slotted holds, by node index, whether the node refused the keys of
+	// several hash slots in one script (a Redis Cluster): AcquireAll then
+	// calls it once per slot group.
+	slotted []atomic.Bool
 	// inbox is the key whose release channel carries the locks the nodes
 	// hand over to this Locker's waiters ("" when it has none: see
 	// newInbox).
@@ -77,6 +81,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		seedStep: seedStep(cfg),
 		fair:     cfg.QueueTTL > 0,
 		data:     make([]atomic.Pointer[nodeData], len(nodes)),
+		slotted:  make([]atomic.Bool, len(nodes)),
 		inbox:    newInbox(cfg),
 		nodes:    append([]Node(nil), nodes...),
 		quorum:   len(nodes)/2 + 1,

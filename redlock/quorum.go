@@ -219,15 +219,15 @@ func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop 
 		}
 	}
 	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
-		keys := l.keysFor(ctx, i, a.keys)
 		args := a
 		if handing {
+			marker := l.gateFor(ctx, i).marker(key)
 			k := l.dataKind(i)
-			if args = kinds[k]; args.list == nil { // learned meanwhile (keysFor)
+			if args = kinds[k]; args.list == nil { // learned meanwhile (gateFor)
 				args = a.withHandOver(l.handOver(k))
 			}
+			args.marker = marker
 		}
-		args.keys = keys
 		r, err := release(ctx, l.nodes[i], args)
 		h.add(r)
 		if r.counter > 0 {

@@ -108,7 +108,7 @@ func (n *RedisNode) Eval(ctx context.Context, script *redis.Script, keys []strin
 	reply, err := n.batch.eval(ctx, script, keys, args)
 	if err != nil {
 		var rerr redis.Error
-		if script == scripts.Acquire && !errors.As(err, &rerr) {
+		if scripts.Grants(script) && !errors.As(err, &rerr) {
 			n.rejoin.stale.Store(true)
 		}
 		return nil, err

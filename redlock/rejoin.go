@@ -66,75 +66,35 @@ func (l *Locker) learned(i int, u Uptime) *nodeData {
 	return d
 }
 
-// keysFor returns keys (lockKeys) as node i takes them: with the marker of
-// the lock's slot when the node is sharded. A node not used yet is asked.
-func (l *Locker) keysFor(ctx context.Context, i int, keys []string) []string {
+// gateFor returns node i's gate (grantGate) as far as the Locker knows:
+// a node not used yet is asked.
+func (l *Locker) gateFor(ctx context.Context, i int) grantGate {
 	d := l.data[i].Load()
-	if d == nil {
+	if d == nil && l.cfg.RejoinDelay >= 0 {
 		if u, err := l.nodes[i].Uptime(ctx); err == nil {
 			d = l.learned(i, u)
 		}
 	}
-	if d != nil && d.u.Sharded {
-		return slotKeys(keys)
+	if d == nil {
+		return grantGate{}
 	}
-	return keys
+	return grantGate{trust: d.trust, sharded: d.u.Sharded}
 }
 
-// acquireOn asks node i for the lock, unless the node is rejoining: then
-// it refuses with the reason. A grant made while the node opened a
-// connection (its server may have restarted, or been replaced, just
-// before it) is checked again, and given back if the node turns out to be
-// rejoining or another server.
+// acquireOn asks node i for the lock under the rejoin rule (grantOn).
 func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, error) {
 	node := l.nodes[i]
-	if l.cfg.RejoinDelay < 0 {
-		return acquire(ctx, node, a)
-	}
-	u, err := node.Uptime(ctx)
-	if err != nil {
-		return grant{}, fmt.Errorf("rejoin state unknown: %w", err) // an error, not a refusal
-	}
-	d := l.learned(i, u)
-	if r := rejoining(u, l.cfg.RejoinDelay); r.Reason != "" {
-		return r, nil
-	}
-	// A node that may have lost increments in its last restart raises
-	// older counters to its start plus the rejoin delay: above every token
-	// issued before the restart, while node clocks differ by less than half
-	// the delay (docs/design.md, section 6.1).
-	if !u.Durable && u.BootMicros > 0 {
-		a.floor = strconv.FormatInt(u.BootMicros+l.cfg.RejoinDelay.Microseconds(), 10)
-	}
-	a.trust = d.trust
-	if u.Sharded {
-		a.keys = slotKeys(a.keys)
-	}
-	g, err := acquire(ctx, node, a)
-	if err != nil || !g.OK {
-		return g, err
-	}
-	again, err := node.Uptime(ctx)
-	if err == nil && again.Conns == u.Conns {
-		return g, nil
-	}
-	why := rejoining(again, l.cfg.RejoinDelay).Reason
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("rejoin state unknown: %v", err)
-	case why == "" && again.Servers != u.Servers:
-		why = rejoiningReason + ": the node's server changed during the call"
-	}
-	if why == "" {
-		return g, nil
-	}
-	// Give the grant back. Until the node has answered, our token may
-	// still hold the lock there: an error (outcome unknown), so that a
-	// failed attempt's clean-up releases it again, never a refusal.
-	if _, err := release(ctx, node, releaseArgs{keys: a.keys, token: a.token}); err != nil {
-		return grant{}, fmt.Errorf("%s; giving its grant back failed: %w", why, err)
-	}
-	return grant{Reason: why}, nil
+	return grantOn(l, ctx, i, func(g grantGate) (grant, bool, error) {
+		a.floor, a.trust = g.floor, g.trust
+		a.keys = g.withMarker(a.keys, a.keys[0])
+		gr, err := acquire(ctx, node, a)
+		return gr, gr.OK, err
+	}, func(why string, left time.Duration) grant {
+		return grant{Reason: why, HolderTTL: left}
+	}, func() error {
+		_, err := release(ctx, node, releaseArgs{keys: a.keys, token: a.token})
+		return err
+	})
 }
 
 // seedStep is the granularity of a new fence counter's start, in

@@ -100,6 +100,13 @@ func parseSitOut(reply any, vals []any) (grant, error) {
 	return grant{Reason: fmt.Sprintf("%s: %s; it grants again in %s", rejoiningReason, text, left), HolderTTL: left}, nil
 }
 
+// sitOutGrant decodes {3, ms, why} for the scripts that grant several
+// locks, or a read-write lock (multiGrant).
+func sitOutGrant(reply any, vals []any) (multiGrant, error) {
+	g, err := parseSitOut(reply, vals)
+	return multiGrant{reason: g.Reason, holderTTL: g.HolderTTL}, err
+}
+
 // lossReasons says, for each reason a node's marker gives (scripts/trust.lua),
 // why the node sits out.
 var lossReasons = map[string]string{

@@ -94,13 +94,8 @@ if head and head ~= wid then
 end
 fence, bad = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
-local floor, wait, why = t_trust(KEYS[5], ARGV[9], ARGV[10], ARGV[11])
-if not floor then
-  if not wait then return why end
-  return {3, wait, why}
-end
-local given = ARGV[4] or ''
-if floor == '' or (given ~= '' and c_less(floor, given)) then floor = given end
+local floor, refusal = t_gate(KEYS[5], ARGV[9], ARGV[10], ARGV[11], ARGV[4])
+if not floor then return refusal end
 if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')

@@ -44,6 +44,18 @@ var (
 	counterSrc string
 	//go:embed trust.lua
 	trustSrc string
+	//go:embed acquire_all.lua
+	acquireAllSrc string
+	//go:embed rw.lua
+	rwSrc string
+	//go:embed rw_write.lua
+	rwWriteSrc string
+	//go:embed rw_read.lua
+	rwReadSrc string
+	//go:embed rw_withdraw.lua
+	rwWithdrawSrc string
+	//go:embed rw_inspect.lua
+	rwInspectSrc string
 )
 
 var (
@@ -94,6 +106,47 @@ var (
 	FencedWrite = redis.NewScript(counterSrc + fencedWriteSrc)
 )
 
+var (
+	// AcquireAll takes several locks on one node, all or none: KEYS = four
+	// per lock (lock, fence, queue, queue expiries), then the marker, all
+	// in one Redis Cluster slot; ARGV = owner, ttl ms, floor, seed step,
+	// one token per lock, then the data-loss rule's (delay, servers,
+	// flags). Replies {1, counter, pttl, counter, pttl, ...} (pttl 0 for a
+	// new grant, what the lock had left for a retry), {0, pttl, k} when the
+	// k-th lock is held, {0, 0, k, ms} when a waiter is next for it, {3,
+	// ms, why} when the node sits out after a loss of data.
+	AcquireAll = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + acquireAllSrc)
+	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
+	// fence, readers index, writers' intents, marker; ARGV = token, owner,
+	// ttl ms, floor, seed step, reader key prefix, waiting writer's id,
+	// intent ttl ms, the data-loss rule's (delay, servers, flags). Replies
+	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
+	// readers} when readers do, {3, ms, why} when the node sits out.
+	RWWrite = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + rwSrc + rwWriteSrc)
+	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
+	// readers index, writers' intents, the reader's own key, marker; ARGV =
+	// token, owner, ttl ms, floor, seed step, reader key prefix, the
+	// data-loss rule's (delay, servers, flags). Replies {1, counter} when
+	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
+	// writer waits, {3, ms, why} when the node sits out.
+	RWRead = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + rwSrc + rwReadSrc)
+	// RWWithdraw takes a waiting writer's intent back: KEYS = writers'
+	// intents; ARGV = the writer's id. Replies 1 when it stood, else 0.
+	RWWithdraw = redis.NewScript(rwWithdrawSrc)
+	// RWInspect reads a read-write lock: KEYS = writer lock, fence, readers
+	// index, writers' intents; ARGV = reader key prefix. Replies {writer's
+	// value or nil, its pttl, fence counter or nil, live intents, then a
+	// value and a pttl per live reader}.
+	RWInspect = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + rwSrc + rwInspectSrc)
+)
+
 // All lists every script, for preloading with SCRIPT LOAD and for checks
 // that a server accepts them.
-var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite}
+var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite, AcquireAll, RWWrite, RWRead, RWWithdraw, RWInspect}
+
+// Grants reports whether s is a script that grants locks (Acquire,
+// AcquireAll, RWWrite, RWRead): a node whose connection failed during one
+// may have restarted, and learns its server's uptime again.
+func Grants(s *redis.Script) bool {
+	return s == Acquire || s == AcquireAll || s == RWWrite || s == RWRead
+}

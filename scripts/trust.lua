@@ -81,7 +81,8 @@ end
 -- why; or nil, nil and an error reply.
 local function t_trust(km, delay, servers, flags)
   delay = tonumber(delay or '')
-  if not km or not delay or delay < 0 then return '' end
+  if not delay or delay < 0 then return '' end
+  if not km then return nil, 0, 'data state unknown: no marker key given' end
   delay = delay * 1000
   flags = flags or ''
   local m = redis.pcall('GET', km)
@@ -129,4 +130,19 @@ local function t_trust(km, delay, servers, flags)
     redis.call('SET', km, run .. ' ' .. ev .. ' ' .. from .. ' -')
   end
   return from
+end
+
+-- t_gate applies t_trust before a grant (the scripts' last check before
+-- their first write): it returns the floor to count the fence counter from
+-- (the larger of given, the caller's, and the rule's), or nil and the
+-- reply to return: a refusal {3, ms, why} or an error.
+local function t_gate(km, delay, servers, flags, given)
+  local floor, wait, why = t_trust(km, delay, servers, flags)
+  if not floor then
+    if not wait then return nil, why end
+    return nil, {3, wait, why}
+  end
+  given = given or ''
+  if floor == '' or (given ~= '' and c_less(floor, given)) then floor = given end
+  return floor, nil
 end

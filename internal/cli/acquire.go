@@ -146,6 +146,79 @@ func (a *App) lock(ctx context.Context, s *session, resource string, w waiting) 
 	return lease, nil
 }
 
+// lockAll takes every resource, all or none (Locker.AcquireAll): one
+// attempt, or with a wait retries until it ends. Failures are *cliError
+// values, naming the first resource's holder when busy.
+func (a *App) lockAll(ctx context.Context, s *session, resources []string, w waiting) ([]*redlock.Lease, error) {
+	if w.total <= 0 {
+		leases, err := s.locker.TryAcquireAll(ctx, resources...)
+		if err != nil {
+			return nil, a.acquireFailure(ctx, s, resources[0], err, 0)
+		}
+		return leases, nil
+	}
+	wctx, cancel := context.WithDeadline(ctx, w.until)
+	defer cancel()
+	wctx, done := a.watch.waitWith(wctx)
+	defer done()
+	leases, err := s.locker.AcquireAll(wctx, resources...)
+	if err != nil {
+		return nil, a.acquireFailure(ctx, s, resources[0], err, w.total)
+	}
+	return leases, nil
+}
+
+// lockRW takes the read-write lock on resource, as a reader (shared) or
+// its writer: one attempt, or with a wait retries until it ends.
+func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bool, w waiting) (*redlock.Lease, error) {
+	rw, err := s.locker.NewRWLock(resource)
+	if err != nil {
+		return nil, classify(err)
+	}
+	take := rw.TryAcquire
+	if shared {
+		take = rw.TryAcquireShared
+	}
+	if w.total <= 0 {
+		lease, err := take(ctx)
+		if err != nil {
+			return nil, a.rwFailure(ctx, s, resource, err, 0)
+		}
+		return lease, nil
+	}
+	take = rw.Acquire
+	if shared {
+		take = rw.AcquireShared
+	}
+	wctx, cancel := context.WithDeadline(ctx, w.until)
+	defer cancel()
+	wctx, done := a.watch.waitWith(wctx)
+	defer done()
+	lease, err := take(wctx)
+	if err != nil {
+		return nil, a.rwFailure(ctx, s, resource, err, w.total)
+	}
+	return lease, nil
+}
+
+// rwFailure is acquireFailure for a read-write lock: its holders are not
+// the plain lock's, so a busy lock is reported by the attempt's own words
+// (who holds it: a writer, readers, or a writer waits).
+func (a *App) rwFailure(ctx context.Context, s *session, resource string, err error, waited time.Duration) *cliError {
+	var ae *redlock.AcquireError
+	if errors.Is(err, redlock.ErrNotAcquired) && errors.As(err, &ae) && !rejoiningBlocks(ae) {
+		if ie := interrupted(ctx); ie != nil {
+			return ie
+		}
+		return busyError(ae, "")
+	}
+	if waited > 0 && errors.Is(err, context.DeadlineExceeded) && !rejoiningBlocks(a.watch.lastAttempt()) {
+		return &cliError{code: exitBusy, kind: kindTimeout, msg: fmt.Sprintf("gave up waiting for the read-write lock %q after %s: still busy", resource, waited), err: err,
+			extra: map[string]any{"waited_ms": waited.Milliseconds()}}
+	}
+	return a.acquireFailure(ctx, s, resource, err, waited)
+}
+
 // lockSlot is lock for a semaphore of slots (-n): above 1 it takes one of
 // the slots R#0..R#K-1 (one attempt each, or wait for any until w ends).
 func (a *App) lockSlot(ctx context.Context, s *session, resource string, slots int, w waiting) (*redlock.Lease, error) {

@@ -162,8 +162,16 @@ func childMain(mode string) int {
 	fence := os.Getenv(envFence)
 	switch mode {
 	case "env":
-		b, _ := json.Marshal(map[string]string{
-			envResource: os.Getenv(envResource), envToken: os.Getenv(envToken), envFence: fence})
+		vars := map[string]string{
+			envResource: os.Getenv(envResource), envToken: os.Getenv(envToken), envFence: fence, envCount: os.Getenv(envCount)}
+		for i := range 8 {
+			for _, name := range []string{envResource, envToken, envFence} {
+				if v, ok := os.LookupEnv(fmt.Sprintf("%s_%d", name, i)); ok {
+					vars[fmt.Sprintf("%s_%d", name, i)] = v
+				}
+			}
+		}
+		b, _ := json.Marshal(vars)
 		write("%s", b)
 		var code int
 		_, _ = fmt.Sscan(os.Getenv("REDLOCK_E2E_EXIT"), &code)

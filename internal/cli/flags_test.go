@@ -77,7 +77,7 @@ func TestUsageErrors(t *testing.T) {
 		{"short token", nodes, []string{"release", "r", "--token", tok[:30]}, "--token must be 32 hex digits"},
 		{"run without command", nodes, []string{"run", "r", "--"}, "no COMMAND"},
 		{"run without resource", nodes, []string{"run", "--", "true"}, "no RESOURCE"},
-		{"run two resources", nodes, []string{"run", "a", "b", "--", "true"}, "one RESOURCE before --"},
+		{"run a resource twice", nodes, []string{"run", "a", "b", "a", "--", "true"}, `"a" given twice`},
 		{"doctor args", nodes, []string{"doctor", "x"}, "doctor takes no arguments"},
 		{"doctor URL arg", nodes, []string{"doctor", "redis://:s3cretpw@h:1"}, `doctor takes no arguments, got ["redis://:xxxxx@h:1"]`},
 		{"empty prefix", nodes, []string{"status", "r", "--prefix", ""}, "--prefix must not be empty"},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ const (
 	envResource = "REDLOCK_RESOURCE"
 	envToken    = "REDLOCK_TOKEN"
 	envFence    = "REDLOCK_FENCE"
+	envCount    = "REDLOCK_COUNT"
 )
 
 // defaultKillAfter is how long run waits after SIGTERM before SIGKILL.
@@ -27,6 +29,14 @@ const defaultKillAfter = 10 * time.Second
 // runResult is the --json output of run, printed after COMMAND exits.
 type runResult struct {
 	Resource string `json:"resource"`
+	// Shared is set for a reader (--shared) of the read-write lock.
+	Shared bool `json:"shared,omitempty"`
+	// RW is set for the read-write lock's writer (--rw).
+	RW bool `json:"rw,omitempty"`
+	// Resources and Fences list every resource and its lease's fencing
+	// token, in the order given, when run took several at once.
+	Resources []string `json:"resources,omitempty"`
+	Fences    []uint64 `json:"fences,omitempty"`
 	// Slot is the semaphore slot held (-n K above 1), RESOURCE#i: the
 	// resource the fence belongs to, as in REDLOCK_RESOURCE.
 	Slot          string `json:"slot,omitempty"`
@@ -62,6 +72,18 @@ With --metrics-addr, Prometheus metrics of the lock (acquisition, renewals,
 node errors) are served at http://HOST:PORT/metrics until redlock-cli exits;
 the address is printed on stderr.
 
+With --shared, run takes the read-write lock on RESOURCE as a reader: any
+number of readers share it, and a writer (--rw) excludes them all; a
+reader's REDLOCK_FENCE exceeds every earlier writer's, a writer's every
+earlier token (readers' included). Once a writer waits, new readers wait
+behind it. The read-write lock is not the plain lock of the same name.
+
+With several resources (run A B C -- COMMAND), run takes a plain lock on
+each, all or none (never a part while waiting for the rest), and gives
+COMMAND REDLOCK_COUNT and, for each i from 0, REDLOCK_RESOURCE_i,
+REDLOCK_TOKEN_i and REDLOCK_FENCE_i (REDLOCK_RESOURCE, REDLOCK_TOKEN and
+REDLOCK_FENCE are the first's). COMMAND is stopped if any lease is lost.
+
 Use -- before COMMAND so that COMMAND's own flags are not taken for
 redlock-cli's.
 
@@ -72,9 +94,10 @@ func (a *App) runCmd() *cobra.Command {
 	var wait time.Duration
 	var metricsAddr string
 	slots := 1
+	var shared, rw bool
 	killAfter := defaultKillAfter
 	cmd := &cobra.Command{
-		Use:   "run RESOURCE [-n K] [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] -- COMMAND [ARGS...]",
+		Use:   "run RESOURCE... [-n K | --shared | --rw] [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock (flock(1) across machines)",
 		Long:  runLong,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -82,15 +105,14 @@ func (a *App) runCmd() *cobra.Command {
 			switch {
 			case dash == 0 || len(args) == 0:
 				return usageErrorf("run takes RESOURCE -- COMMAND [ARGS...]: no RESOURCE")
-			case dash > 1:
-				return usageErrorf("run takes one RESOURCE before --, got %d arguments", dash)
-			case len(args) < 2:
+			case len(args) <= dash:
 				return usageErrorf("run takes RESOURCE -- COMMAND [ARGS...]: no COMMAND")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.prepare(cmd, checkWait(cmd, wait), positive("kill-after", killAfter), checkSlots(slots), checkResource(args[0])); err != nil {
+			resources := args[:cmd.ArgsLenAtDash()]
+			if err := a.prepare(cmd, checkWait(cmd, wait), positive("kill-after", killAfter), checkSlots(slots), checkRunResources(resources, slots, shared, rw)); err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("metrics-addr") {
@@ -107,12 +129,14 @@ func (a *App) runCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			r := &runner{app: a, resource: args[0], argv: args[1:], wait: wait, killAfter: killAfter, slots: slots}
+			r := &runner{app: a, resource: resources[0], resources: resources, argv: args[len(resources):], wait: wait, killAfter: killAfter, slots: slots, shared: shared, rw: rw}
 			return r.run(cmd.Context())
 		},
 	}
 	addWaitFlag(cmd.Flags(), &wait)
 	addSlotsFlag(cmd.Flags(), &slots)
+	cmd.Flags().BoolVar(&shared, "shared", false, "take the read-write lock on RESOURCE as a reader, shared with other readers")
+	cmd.Flags().BoolVar(&rw, "rw", false, "take the read-write lock on RESOURCE as its writer, excluding readers and writers")
 	cmd.Flags().DurationVar(&killAfter, "kill-after", defaultKillAfter, "SIGKILL this long after SIGTERM, when the lease is lost or COMMAND left processes behind")
 	addMetricsFlag(cmd.Flags(), &metricsAddr)
 	return cmd
@@ -126,6 +150,37 @@ type runner struct {
 	wait      time.Duration
 	killAfter time.Duration
 	slots     int // -n: above 1, a semaphore of that many slots
+	// resources are every RESOURCE given (several: all or none); shared
+	// and rw take the read-write lock on resource as a reader or writer.
+	resources  []string
+	shared, rw bool
+}
+
+// checkRunResources rejects run's resources and lock kinds that do not go
+// together: a name twice, several names with -n, --shared or --rw, or -n
+// with --shared or --rw, or both of those.
+func checkRunResources(resources []string, slots int, shared, rw bool) error {
+	seen := map[string]bool{}
+	for _, r := range resources {
+		if err := checkResource(r); err != nil {
+			return err
+		}
+		if seen[r] {
+			return usageErrorf("resource %q given twice", r)
+		}
+		seen[r] = true
+	}
+	switch {
+	case shared && rw:
+		return usageErrorf("--shared (a reader) and --rw (the writer) exclude each other")
+	case (shared || rw) && slots > 1:
+		return usageErrorf("-n (a semaphore) does not go with --shared or --rw")
+	case len(resources) > 1 && (shared || rw || slots > 1):
+		return usageErrorf("several resources are taken as plain locks: not with -n, --shared or --rw")
+	case len(resources) > redlock.MaxAcquireAll:
+		return usageErrorf("at most %d resources at once, got %d", redlock.MaxAcquireAll, len(resources))
+	}
+	return nil
 }
 
 // run acquires the lock, supervises COMMAND and releases the lock.
@@ -138,11 +193,13 @@ func (r *runner) run(ctx context.Context) error {
 	defer signal.Stop(sigs)
 
 	actx, stopInterrupt := interruptible(ctx)
-	s, lease, err := r.acquire(actx)
+	s, leases, err := r.acquire(actx)
 	if err != nil {
 		stopInterrupt()
 		return err
 	}
+	lease := newHeldSet(leases)
+	defer lease.stop()
 	// Last, after the close has waited for late calls: nodes that failed
 	// after the acquisition's flush.
 	defer r.app.watch.flush()
@@ -150,33 +207,41 @@ func (r *runner) run(ctx context.Context) error {
 	signal.Notify(sigs, stopSignals...)
 	stopInterrupt()
 	if ie := interrupted(actx); ie != nil {
-		r.release(s, lease)
+		r.release(s, leases)
 		return ie
 	}
 
 	start := time.Now()
-	child, err := startChild(r.argv, a, r.childEnv(lease))
+	child, err := startChild(r.argv, a, r.childEnv(leases))
 	if err != nil {
-		r.release(s, lease)
+		r.release(s, leases)
 		return err
 	}
 	out := r.supervise(child, lease, sigs)
-	released := r.release(s, lease)
+	released := r.release(s, leases)
 
 	slot := ""
 	if r.slots > 1 {
-		slot = lease.Resource()
+		slot = leases[0].Resource()
 	}
 	res := runResult{
 		Resource:      r.resource,
+		Shared:        r.shared,
+		RW:            r.rw,
 		Slot:          slot,
-		Fence:         uint64(lease.Fence()),
+		Fence:         uint64(leases[0].Fence()),
 		ExitCode:      out.code,
 		ChildExitCode: out.childCode,
 		ChildSignal:   out.childSignal,
 		LeaseLost:     out.lost,
 		Released:      released,
 		DurationMS:    time.Since(start).Milliseconds(),
+	}
+	if len(leases) > 1 {
+		for _, ls := range leases {
+			res.Resources = append(res.Resources, ls.Resource())
+			res.Fences = append(res.Fences, uint64(ls.Fence()))
+		}
 	}
 	if out.lost {
 		res.ExitCode = exitLeaseLost
@@ -194,46 +259,107 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
-// acquire connects and takes the lock.
-func (r *runner) acquire(ctx context.Context) (*session, *redlock.Lease, error) {
+// acquire connects and takes the lock (or locks: several resources).
+func (r *runner) acquire(ctx context.Context) (*session, []*redlock.Lease, error) {
 	w := startWait(r.wait)
 	r.app.watch = newWatcher(r.app.observer, r.app.warnf, w.total > 0)
 	s, err := r.app.connectWaiting(ctx, w)
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, err := r.app.lockSlot(ctx, s, r.resource, r.slots, w)
+	var leases []*redlock.Lease
+	switch {
+	case len(r.resources) > 1:
+		leases, err = r.app.lockAll(ctx, s, r.resources, w)
+	case r.shared || r.rw:
+		var lease *redlock.Lease
+		lease, err = r.app.lockRW(ctx, s, r.resource, r.shared, w)
+		leases = []*redlock.Lease{lease}
+	default:
+		var lease *redlock.Lease
+		lease, err = r.app.lockSlot(ctx, s, r.resource, r.slots, w)
+		leases = []*redlock.Lease{lease}
+	}
 	if err != nil {
 		s.close()
 		return nil, nil, err
 	}
 	r.app.watch.flush()
-	return s, lease, nil
+	return s, leases, nil
 }
 
-// childEnv is COMMAND's environment: ours plus the lease's variables.
-func (r *runner) childEnv(lease *redlock.Lease) []string {
-	return append(os.Environ(),
-		envResource+"="+lease.Resource(),
-		envToken+"="+lease.Token(),
-		envFence+"="+lease.Fence().String(),
+// childEnv is COMMAND's environment: ours plus the leases' variables
+// (the first's unsuffixed; with several, each's suffixed by its index).
+func (r *runner) childEnv(leases []*redlock.Lease) []string {
+	env := append(os.Environ(),
+		envResource+"="+leases[0].Resource(),
+		envToken+"="+leases[0].Token(),
+		envFence+"="+leases[0].Fence().String(),
 	)
+	if len(leases) > 1 {
+		env = append(env, fmt.Sprintf("%s=%d", envCount, len(leases)))
+		for i, ls := range leases {
+			env = append(env,
+				fmt.Sprintf("%s_%d=%s", envResource, i, ls.Resource()),
+				fmt.Sprintf("%s_%d=%s", envToken, i, ls.Token()),
+				fmt.Sprintf("%s_%d=%s", envFence, i, ls.Fence()),
+			)
+		}
+	}
+	return env
 }
 
-// release releases the lease, warning on stderr when it fails; it reports
-// whether a majority deleted the lock.
-func (r *runner) release(s *session, lease *redlock.Lease) bool {
+// release releases the leases at once, warning on stderr when one fails;
+// it reports whether a majority deleted every lock.
+func (r *runner) release(s *session, leases []*redlock.Lease) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.app.g.callTimeout()+time.Second)
 	defer cancel()
-	err := lease.Release(ctx)
-	switch {
-	case err == nil:
-		return true
-	case !errors.Is(err, redlock.ErrLeaseLost):
-		r.app.warnf("release %q: %s; the lock expires by its TTL (%s)", r.resource, opError(ctx, err, len(s.nodes)).msg, r.app.g.ttl)
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for i, ls := range leases {
+		wg.Go(func() { errs[i] = ls.Release(ctx) })
 	}
-	return false
+	wg.Wait()
+	all := true
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, redlock.ErrLeaseLost):
+			r.app.warnf("release %q: %s; the lock expires by its TTL (%s)", leases[i].Resource(), opError(ctx, err, len(s.nodes)).msg, r.app.g.ttl)
+		}
+		all = false
+	}
+	return all
 }
+
+// heldSet is what run supervises: the leases it holds, whose Context ends
+// when any of theirs does, with its cause.
+type heldSet struct {
+	ctx  context.Context
+	stop func() // ends the watching
+}
+
+// newHeldSet watches leases; with one, its own Context.
+func newHeldSet(leases []*redlock.Lease) heldSet {
+	if len(leases) == 1 {
+		return heldSet{leases[0].Context(), func() {}}
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	for _, ls := range leases {
+		go func() {
+			select {
+			case <-ls.Context().Done():
+				cancel(context.Cause(ls.Context()))
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return heldSet{ctx, func() { cancel(nil) }}
+}
+
+// Context ends when any lease's does.
+func (h heldSet) Context() context.Context { return h.ctx }
 
 // execError maps a failure to start COMMAND to its exit code.
 func execError(name string, err error) *cliError {

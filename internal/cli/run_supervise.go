@@ -21,7 +21,7 @@ type outcome struct {
 // supervise waits for COMMAND to exit, forwarding signals to its process
 // group and stopping it if the lease is lost; then it stops what is left of
 // the group.
-func (r *runner) supervise(c *child, lease *redlock.Lease, sigs <-chan os.Signal) outcome {
+func (r *runner) supervise(c *child, lease heldSet, sigs <-chan os.Signal) outcome {
 	var out outcome
 	leaseDone := lease.Context().Done()
 	var killC <-chan time.Time
@@ -83,7 +83,7 @@ func (r *runner) supervise(c *child, lease *redlock.Lease, sigs <-chan os.Signal
 // runs on after the lock is released: SIGTERM, then SIGKILL after
 // --kill-after (at once if the lease is or gets lost). It reports whether
 // the lease was lost while they ran.
-func (r *runner) reapGroup(c *child, lease *redlock.Lease, lost bool, sigs <-chan os.Signal) (lostNow bool) {
+func (r *runner) reapGroup(c *child, lease heldSet, lost bool, sigs <-chan os.Signal) (lostNow bool) {
 	if !c.groupAlive() {
 		return false
 	}

@@ -58,8 +58,9 @@ type statusResult struct {
 // statusCmd builds status.
 func (a *App) statusCmd() *cobra.Command {
 	slots := 1
+	rw := false
 	cmd := &cobra.Command{
-		Use:   "status RESOURCE [-n K]",
+		Use:   "status RESOURCE [-n K | --rw]",
 		Short: "Show the lock on every node and the overall verdict",
 		Long: `Show, per node, whether it answered (with the error if not), the holder's
 token prefix and owner, the remaining TTL, the node's fence counter and the
@@ -67,8 +68,10 @@ callers waiting in the lock's queue on it; then
 the verdict: held (a majority agrees on one token), free (a majority holds no
 lock), or unknown (no majority answered, or the answers disagree: a lock
 being taken or expiring). With -n K, the same for each slot RESOURCE#0 ..
-RESOURCE#K-1 of the semaphore (one result per slot). Exits 3 when fewer than
-a majority answered.
+RESOURCE#K-1 of the semaphore (one result per slot). With --rw, the
+read-write lock on RESOURCE: its writer and readers (those a majority of
+the nodes records), the writers waiting, and each node's view. Exits 3
+when fewer than a majority answered.
 
 ` + exitCodeHelp,
 		Args: exactArgs("RESOURCE"),
@@ -76,6 +79,9 @@ a majority answered.
 			resource := args[0]
 			if err := a.prepare(cmd, checkSlots(slots), checkResource(resource)); err != nil {
 				return err
+			}
+			if rw && slots > 1 {
+				return usageErrorf("-n (a semaphore) does not go with --rw")
 			}
 			resources := []string{resource}
 			if slots > 1 {
@@ -88,7 +94,7 @@ a majority answered.
 			defer stop()
 			s, err := a.connect(ctx)
 			var ce *cliError
-			if err != nil && errors.As(err, &ce) && (ce.code == exitNoQuorum || ce.code == exitAccessDenied) {
+			if err != nil && !rw && errors.As(err, &ce) && (ce.code == exitNoQuorum || ce.code == exitAccessDenied) {
 				// No majority answered: still show what each node says.
 				return a.statusPerNode(ctx, resources)
 			}
@@ -96,6 +102,9 @@ a majority answered.
 				return err
 			}
 			defer s.close()
+			if rw {
+				return a.statusRW(ctx, s, resource)
+			}
 			for _, r := range resources {
 				if err := a.status(ctx, s, r); err != nil {
 					return err
@@ -105,6 +114,7 @@ a majority answered.
 		},
 	}
 	addSlotsFlag(cmd.Flags(), &slots)
+	cmd.Flags().BoolVar(&rw, "rw", false, "show the read-write lock on RESOURCE: its writer and readers")
 	return cmd
 }
 

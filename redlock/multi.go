@@ -1,0 +1,283 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
+)
+
+// MaxAcquireAll is the most resources AcquireAll and TryAcquireAll take
+// at once.
+const MaxAcquireAll = 256
+
+// AcquireAll waits until it holds a lease on every resource, and returns
+// them in the order given: all or none. Each lease is an ordinary mutex
+// lease (its own token, fencing token, renewal and Release), the same
+// lock Acquire takes on that resource. A resource named twice, none, or
+// more than MaxAcquireAll is an error wrapping ErrInvalidResource.
+//
+// Each node grants every lock or none in one script call
+// (docs/design.md §13), so k free resources cost one round trip per node,
+// not k; on a Redis Cluster node whose keys fall in several hash slots,
+// one call per slot, in slot order, each given back at the first refusal.
+// Nobody holds part of a set while waiting for the rest: an attempt that
+// does not win a majority gives back what it took and waits (a release
+// announcement of any of the resources, the backoff, or a short random
+// pause after a split vote), so callers asking for overlapping sets in any
+// order cannot deadlock, and the random pauses end their contention.
+// AcquireAll does not queue: it is refused while a fair Acquire waits for
+// one of the resources, as TryAcquire is. When ctx ends the error wraps
+// ctx.Err(), never ErrNotAcquired.
+func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+	if err := checkResources(resources); err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(resources))
+	for k, r := range resources {
+		keys[k] = l.Key(r)
+	}
+	return l.waitCombined(ctx, allName(resources), keys, 0, func() ([]*Lease, *AcquireError, error) {
+		return l.attemptAll(ctx, resources, false)
+	}, nil)
+}
+
+// TryAcquireAll makes one attempt at every resource at once (see
+// AcquireAll): it returns their leases in the order given, or an error
+// wrapping ErrNotAcquired (an *AcquireError) when any is busy. A failed
+// attempt leaves none of the resources held: it hears every node (within
+// NodeCallTimeout, so a paused node makes a refusal that slow) and gives
+// back what any granted before it returns; a node still silent then is
+// released as soon as its call ends.
+func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+	if err := checkResources(resources); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	leases, _, err := l.attemptAll(ctx, resources, true)
+	if err != nil {
+		return nil, err
+	}
+	l.emit(Event{Kind: EventAcquired, Resource: allName(resources), Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
+	return leases, nil
+}
+
+// allName names a set of resources in reports.
+func allName(resources []string) string {
+	if len(resources) == 1 {
+		return resources[0]
+	}
+	return "{" + strings.Join(resources, ", ") + "}"
+}
+
+// checkResources rejects a set of resources AcquireAll will not take.
+func checkResources(resources []string) error {
+	switch {
+	case len(resources) == 0:
+		return fmt.Errorf("%w: no resources", ErrInvalidResource)
+	case len(resources) > MaxAcquireAll:
+		return fmt.Errorf("%w: %d resources, over the limit of %d", ErrInvalidResource, len(resources), MaxAcquireAll)
+	}
+	seen := make(map[string]bool, len(resources))
+	for _, r := range resources {
+		if err := checkResource(r); err != nil {
+			return err
+		}
+		if seen[r] {
+			return fmt.Errorf("%w: resource %q named twice", ErrInvalidResource, r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// attemptAll is one combined attempt at every resource (strict: see
+// combined).
+func (l *Locker) attemptAll(ctx context.Context, resources []string, strict bool) ([]*Lease, *AcquireError, error) {
+	leases := make([]*Lease, len(resources))
+	for k, r := range resources {
+		leases[k] = newLease(l, r, newToken())
+	}
+	groups := slotGroups(leases)
+	return l.attemptCombined(ctx, combined{
+		what:   allName(resources),
+		leases: leases,
+		strict: strict,
+		call: func(ctx context.Context, i int) (multiGrant, error) {
+			return l.acquireAllOn(ctx, i, leases, groups)
+		},
+	})
+}
+
+// acquireAllOn asks node i for every lease's lock under the rejoin rule
+// (grantOn): in one call, or, on a node that refused keys of several
+// slots in one script (a Redis Cluster), one call per slot group.
+func (l *Locker) acquireAllOn(ctx context.Context, i int, leases []*Lease, groups [][]int) (multiGrant, error) {
+	return grantOn(l, ctx, i, func(gate grantGate) (multiGrant, bool, error) {
+		split := len(groups) > 1 && (gate.sharded || l.slotted[i].Load())
+		g, err := l.acquireGroups(ctx, i, leases, groups, split, gate)
+		if err != nil && !split && len(groups) > 1 && strings.Contains(err.Error(), "CROSSSLOT") {
+			// Nothing was written: the server refused the call before
+			// running it.
+			l.slotted[i].Store(true)
+			g, err = l.acquireGroups(ctx, i, leases, groups, true, gate)
+		}
+		return g, g.ok, err
+	}, func(why string, left time.Duration) multiGrant {
+		return multiGrant{reason: why, holderTTL: left}
+	}, func() error {
+		return releaseHere(ctx, l.nodes[i], leases)
+	})
+}
+
+// acquireGroups runs the acquire_all script on node i: once for every
+// lease, or (split) once per slot group in order, giving back the groups
+// already granted at the first refusal.
+func (l *Locker) acquireGroups(ctx context.Context, i int, leases []*Lease, groups [][]int, split bool, gate grantGate) (multiGrant, error) {
+	if !split {
+		groups = [][]int{nil}
+	}
+	out := multiGrant{ok: true, counters: make([]fencing.Token, len(leases))}
+	for gi, group := range groups {
+		if group == nil {
+			group = make([]int, len(leases))
+			for k := range group {
+				group[k] = k
+			}
+		}
+		g, err := acquireAllCall(ctx, l.nodes[i], l, leases, group, gate)
+		if err == nil && g.ok {
+			for k, p := range group {
+				out.counters[p] = g.counters[k]
+			}
+			if g.left > 0 && (out.left == 0 || g.left < out.left) {
+				out.left = g.left
+			}
+			continue
+		}
+		if gi > 0 {
+			var held []*Lease
+			for _, prev := range groups[:gi] {
+				for _, p := range prev {
+					held = append(held, leases[p])
+				}
+			}
+			if rerr := releaseHere(ctx, l.nodes[i], held); rerr != nil {
+				return multiGrant{}, errors.Join(err, fmt.Errorf("giving back the slots granted first failed: %w", rerr))
+			}
+		}
+		return g, err
+	}
+	return out, nil
+}
+
+// acquireAllCall runs the acquire_all script once, for the leases at the
+// given positions, and decodes its reply into counters by that order.
+func acquireAllCall(ctx context.Context, n Node, l *Locker, leases []*Lease, group []int, gate grantGate) (multiGrant, error) {
+	keys := make([]string, 0, 4*len(group)+1)
+	args := make([]any, 0, 4+len(group)+len(gate.trust))
+	args = append(args, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), gate.floor, l.seedStep)
+	for _, p := range group {
+		keys = append(keys, leases[p].keys[:4]...)
+		args = append(args, leases[p].token)
+	}
+	// The group's keys share a slot (or the node is not sharded): one
+	// marker serves them all.
+	if m := gate.marker(leases[group[0]].key); m != "" {
+		keys = append(keys, m)
+		args = append(args, gate.trust...)
+	}
+	reply, err := n.Eval(ctx, scripts.AcquireAll, keys, args...)
+	if err != nil {
+		return multiGrant{}, scriptErr(err, "")
+	}
+	return parseAllGrant(reply, leases, group)
+}
+
+// parseAllGrant decodes acquire_all's reply: {1, counter, pttl, ...} with
+// one pair per lock, {0, pttl, k} or {0, 0, k, ms}.
+func parseAllGrant(reply any, leases []*Lease, group []int) (multiGrant, error) {
+	bad := fmt.Errorf("%w: acquire_all reply %s", errBadReply, describeReply(reply))
+	vals, ok := reply.([]any)
+	if !ok || len(vals) < 2 {
+		return multiGrant{}, bad
+	}
+	switch vals[0] {
+	case int64(3):
+		return sitOutGrant(reply, vals)
+	case int64(1):
+		if len(vals) != 1+2*len(group) {
+			return multiGrant{}, bad
+		}
+		g := multiGrant{ok: true, counters: make([]fencing.Token, len(group))}
+		for k := range group {
+			s, ok1 := vals[1+2*k].(string)
+			ms, ok2 := vals[2+2*k].(int64)
+			c, err := fencing.ParseToken(s)
+			if !ok1 || !ok2 || err != nil || ms < 0 {
+				return multiGrant{}, bad
+			}
+			g.counters[k] = c
+			if left := time.Duration(ms) * time.Millisecond; ms > 0 && (g.left == 0 || left < g.left) {
+				g.left = left
+			}
+		}
+		return g, nil
+	case int64(0):
+		ttl, ok1 := vals[1].(int64)
+		k, ok2 := int64(0), false
+		if len(vals) >= 3 {
+			k, ok2 = vals[2].(int64)
+		}
+		if !ok1 || !ok2 || k < 1 || int(k) > len(group) || len(vals) > 4 {
+			return multiGrant{}, bad
+		}
+		g := multiGrant{holderTTL: pttl(ttl)}
+		res := leases[group[k-1]].resource
+		if len(vals) == 4 {
+			g.reason = fmt.Sprintf("%q: %s", res, queuedReason)
+		} else {
+			g.reason = fmt.Sprintf("%q is held", res)
+		}
+		return g, nil
+	}
+	return multiGrant{}, bad
+}
+
+// releaseHere deletes the given leases' locks on one node, where their
+// tokens hold them, announcing nothing; the first error, if any.
+func releaseHere(ctx context.Context, n Node, leases []*Lease) error {
+	var errs []error
+	for _, ls := range leases {
+		if _, err := release(ctx, n, releaseArgs{keys: ls.keys, token: ls.token}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// slotGroups groups the leases' positions by the Redis Cluster hash slot
+// of their keys, the groups in slot order (a canonical order every caller
+// shares) and positions in each in the order given.
+func slotGroups(leases []*Lease) [][]int {
+	bySlot := map[int][]int{}
+	var slots []int
+	for p, ls := range leases {
+		s := keySlot(ls.key)
+		if _, ok := bySlot[s]; !ok {
+			slots = append(slots, s)
+		}
+		bySlot[s] = append(bySlot[s], p)
+	}
+	slices.Sort(slots)
+	groups := make([][]int, len(slots))
+	for k, s := range slots {
+		groups[k] = bySlot[s]
+	}
+	return groups
+}

@@ -1,0 +1,383 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
+)
+
+// RWLock is a read-write lock on one resource over the Locker's nodes
+// (docs/design.md §14): any number of readers (AcquireShared) share it,
+// and a writer (Acquire) excludes every reader and writer. Every lease,
+// shared or exclusive, is a *Lease with its own token and fencing token,
+// renewed, lost and released like a mutex lease; a holder that dies frees
+// its share when its TTL expires.
+//
+// A reader is recorded on a majority of nodes with its own TTL; a writer
+// is granted only by nodes where no live reader or writer is recorded, so
+// any two majorities sharing a node keep a writer apart from every other
+// holder. Tokens come from one counter per node that every grant raises:
+// a writer's token exceeds every token granted on the resource before it,
+// and a reader's every earlier writer's (fencing.RWFence checks both).
+//
+// Writers are not starved: a writer that waits (Acquire) records its
+// intent on the nodes that refuse it, and new readers wait while a live
+// intent stands (it lapses after Config.QueueTTL, or the lease duration
+// when the queue is off, unless its writer keeps waiting). Writers do not
+// queue among themselves; they race like TryAcquire callers with backoff.
+// An RWLock is safe for concurrent use. Its keys are its own: the mutex
+// on the same resource name is another lock.
+type RWLock struct {
+	l        *Locker
+	resource string
+	keys     []string // the writer's lock keys: W, W:fence, W:queue, W:queue:exp
+	readers  string   // W:readers
+	intent   string   // W:intent
+	prefix   string   // W:reader:, followed by a reader's token
+}
+
+// rwSuffix ends a read-write lock's writer key: W = Key(resource) + rwSuffix.
+const rwSuffix = ":rw"
+
+// readerInfix follows W in a reader's key, before its token.
+const readerInfix = ":reader:"
+
+// NewRWLock returns the read-write lock on resource. A name the Locker
+// would refuse is an error wrapping ErrInvalidResource.
+func (l *Locker) NewRWLock(resource string) (*RWLock, error) {
+	if err := checkResource(resource); err != nil {
+		return nil, err
+	}
+	w := l.Key(resource) + rwSuffix
+	return &RWLock{l: l, resource: resource, keys: lockKeys(w), readers: w + ":readers", intent: w + ":intent", prefix: w + readerInfix}, nil
+}
+
+// Resource returns the name of the locked resource.
+func (rw *RWLock) Resource() string { return rw.resource }
+
+// Shared reports whether the lease is a read-write lock's shared (reader)
+// lease.
+func (ls *Lease) Shared() bool {
+	k := ls.key
+	return len(k) > 32+len(readerInfix) && k[len(k)-32-len(readerInfix):len(k)-32] == readerInfix
+}
+
+// newKeyedLease is newLease for a lease whose keys are not the mutex's
+// (lockKeys(Key(resource))): a read-write lock's writer or reader.
+func newKeyedLease(l *Locker, resource string, keys []string, token string) *Lease {
+	ls := newLease(l, resource, token)
+	ls.key, ls.keys = keys[0], keys
+	return ls
+}
+
+// intentTTL is how long a waiting writer's intent lasts on a node without
+// a new attempt: QueueTTL, or the lease duration when the queue is off.
+func (rw *RWLock) intentTTL() time.Duration {
+	if d := rw.l.cfg.QueueTTL; d > 0 {
+		return d
+	}
+	return rw.l.cfg.LeaseDuration
+}
+
+// TryAcquire makes one attempt to take the lock exclusively (a writer).
+// When readers or a writer hold it the error wraps ErrNotAcquired and is
+// an *AcquireError. It records no intent: readers are not held up by it.
+func (rw *RWLock) TryAcquire(ctx context.Context) (*Lease, error) {
+	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptWrite(ctx, "") })
+}
+
+// TryAcquireShared makes one attempt to take the lock shared (a reader).
+// When a writer holds it, or waits for it, the error wraps
+// ErrNotAcquired and is an *AcquireError.
+func (rw *RWLock) TryAcquireShared(ctx context.Context) (*Lease, error) {
+	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptRead(ctx) })
+}
+
+// once makes one attempt and reports it as TryAcquire does.
+func (rw *RWLock) once(ctx context.Context, attempt func() ([]*Lease, *AcquireError, error)) (*Lease, error) {
+	start := time.Now()
+	leases, _, err := attempt()
+	if err != nil {
+		return nil, err
+	}
+	rw.l.emit(Event{Kind: EventAcquired, Resource: rw.resource, Granted: len(leases[0].granted), Total: len(rw.l.nodes), Attempts: 1, Latency: time.Since(start)})
+	return leases[0], nil
+}
+
+// Acquire waits until it holds the lock exclusively (a writer), or ctx
+// ends (the error then wraps ctx.Err(), never ErrNotAcquired). While it
+// waits, its intent stands on the nodes that refused it, so new readers
+// wait behind it; it takes the intent back when it returns. It is woken
+// by a writer's release announced by a majority; readers' releases are
+// not announced to it, so it retries on its backoff, never later than the
+// longest reader's TTL or a third of the intent's TTL.
+func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
+	id := newToken()[:16]
+	intended := false
+	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], rw.intentTTL()/3, func() ([]*Lease, *AcquireError, error) {
+		return rw.attemptWrite(ctx, id)
+	}, func() { intended = true })
+	if intended {
+		rw.withdraw(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return leases[0], nil
+}
+
+// AcquireShared waits until it holds the lock shared (a reader), or ctx
+// ends (the error then wraps ctx.Err(), never ErrNotAcquired). It waits
+// while a writer holds the lock or waits for it, and is woken by the
+// writer's release.
+func (rw *RWLock) AcquireShared(ctx context.Context) (*Lease, error) {
+	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], 0, func() ([]*Lease, *AcquireError, error) {
+		return rw.attemptRead(ctx)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return leases[0], nil
+}
+
+// withdraw takes a waiting writer's intent back on every node, in the
+// background (bounded by NodeCallTimeout); a node that misses it lets the
+// intent lapse.
+func (rw *RWLock) withdraw(id string) {
+	l := rw.l
+	if !l.enter() {
+		return
+	}
+	go func() {
+		defer l.bg.Done()
+		l.yesNo(context.Background(), "withdraw", l.allIdxs(), allAnswers, func(ctx context.Context, i int) (bool, error) {
+			reply, err := l.nodes[i].Eval(ctx, scripts.RWWithdraw, []string{rw.intent}, id)
+			return reply == int64(1), scriptErr(err, "")
+		})
+	}()
+}
+
+// attemptWrite is one writer's attempt; id is the waiting writer's id ("":
+// it records no intent).
+func (rw *RWLock) attemptWrite(ctx context.Context, id string) ([]*Lease, *AcquireError, error) {
+	l := rw.l
+	ls := newKeyedLease(l, rw.resource, rw.keys, newToken())
+	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
+	return l.attemptCombined(ctx, combined{what: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (multiGrant, error) {
+		return rw.grantOn(ctx, i, ls, func(g grantGate) (any, error) {
+			args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix, id, nodeTTL(rw.intentTTL())}, g.trust...)
+			return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
+		})
+	}})
+}
+
+// attemptRead is one reader's attempt: its lease's keys are its own
+// reader key (W:reader:<token>) and the shared fence counter, so that the
+// mutex's renew, fence and release scripts serve it.
+func (rw *RWLock) attemptRead(ctx context.Context) ([]*Lease, *AcquireError, error) {
+	l := rw.l
+	token := newToken()
+	rk := rw.prefix + token
+	ls := newKeyedLease(l, rw.resource, []string{rk, rw.keys[1], rk + ":queue", rk + ":queue:exp"}, token)
+	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
+	return l.attemptCombined(ctx, combined{what: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (multiGrant, error) {
+		return rw.grantOn(ctx, i, ls, func(g grantGate) (any, error) {
+			args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix}, g.trust...)
+			return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
+		})
+	}})
+}
+
+// grantOn runs one of the read-write lock's granting scripts (eval) on
+// node i under the rejoin rule, for lease ls.
+func (rw *RWLock) grantOn(ctx context.Context, i int, ls *Lease, eval func(grantGate) (any, error)) (multiGrant, error) {
+	l := rw.l
+	return grantOn(l, ctx, i, func(gate grantGate) (multiGrant, bool, error) {
+		reply, err := eval(gate)
+		if err != nil {
+			return multiGrant{}, false, scriptErr(err, ls.token)
+		}
+		g, err := parseRWGrant(reply)
+		return g, g.ok, err
+	}, func(why string, left time.Duration) multiGrant {
+		return multiGrant{reason: why, holderTTL: left}
+	}, func() error {
+		_, err := release(ctx, l.nodes[i], releaseArgs{keys: ls.keys, token: ls.token})
+		return err
+	})
+}
+
+// parseRWGrant decodes rw_write's and rw_read's replies: {1, counter},
+// {1, counter, pttl} (a retry), {0, pttl} (a writer holds it), {0, ms,
+// readers} (readers hold it) or {0, ms, 0, 1} (a writer waits).
+func parseRWGrant(reply any) (multiGrant, error) {
+	bad := fmt.Errorf("%w: read-write lock reply %s", errBadReply, describeReply(reply))
+	vals, ok := reply.([]any)
+	if !ok || len(vals) < 2 || len(vals) > 4 {
+		return multiGrant{}, bad
+	}
+	switch vals[0] {
+	case int64(3):
+		return sitOutGrant(reply, vals)
+	case int64(1):
+		s, ok := vals[1].(string)
+		c, err := fencing.ParseToken(s)
+		if !ok || err != nil || len(vals) == 4 {
+			return multiGrant{}, bad
+		}
+		g := multiGrant{ok: true, counters: []fencing.Token{c}}
+		if len(vals) == 3 {
+			ms, ok := vals[2].(int64)
+			if !ok || ms < 1 {
+				return multiGrant{}, bad
+			}
+			g.left = time.Duration(ms) * time.Millisecond
+		}
+		return g, nil
+	case int64(0):
+		ms, ok := vals[1].(int64)
+		if !ok {
+			return multiGrant{}, bad
+		}
+		g := multiGrant{holderTTL: pttl(ms)}
+		switch len(vals) {
+		case 3:
+			n, _ := vals[2].(int64)
+			g.reason = fmt.Sprintf("%d readers hold it", n)
+		case 4:
+			g.reason = "a writer waits for it"
+		}
+		return g, nil
+	}
+	return multiGrant{}, bad
+}
+
+// RWStatus is the state of a read-write lock across the nodes
+// (RWLock.Inspect).
+type RWStatus struct {
+	// Resource is the inspected resource.
+	Resource string
+	// Writer is the writer's state on one of a majority of nodes that
+	// agree on its token; nil when no majority does.
+	Writer *LockInfo
+	// Readers are the readers recorded on a majority of nodes, each as
+	// one of them shows it (Token, Owner, TTL).
+	Readers []LockInfo
+	// WritersWaiting is the most live writers' intents any node shows.
+	WritersWaiting int
+	// Nodes has one entry per node, in the Locker's node order.
+	Nodes []RWNodeStatus
+}
+
+// RWNodeStatus is one node's view of a read-write lock.
+type RWNodeStatus struct {
+	// Addr names the node.
+	Addr string
+	// Writer is the writer's lock on the node, if one stands.
+	Writer *LockInfo
+	// Readers are the live readers recorded on the node.
+	Readers []LockInfo
+	// Fence is the node's fence counter for the lock (zero if never
+	// locked).
+	Fence fencing.Token
+	// WritersWaiting counts the live writers' intents on the node.
+	WritersWaiting int
+	// Err is the node's error (a *NodeError), if it failed.
+	Err error
+}
+
+// Inspect reads the lock on every node without changing it: the writer
+// and the readers that a majority of nodes record, and each node's view.
+// It never fails for a node's error; those are in RWStatus.Nodes.
+func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
+	l := rw.l
+	st := &RWStatus{Resource: rw.resource, Nodes: make([]RWNodeStatus, len(l.nodes))}
+	for i, n := range l.nodes {
+		st.Nodes[i] = RWNodeStatus{Addr: n.Addr(), Err: &NodeError{Addr: n.Addr(), Err: fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)}}
+	}
+	var wg sync.WaitGroup
+	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, i int) (RWNodeStatus, error) {
+		reply, err := l.nodes[i].Eval(ctx, scripts.RWInspect, keys, rw.prefix)
+		if err != nil {
+			return RWNodeStatus{}, scriptErr(err, "")
+		}
+		return parseRWInspect(reply)
+	})
+	gather(ctx, replies, deadline, len(l.nodes), func(r reply[RWNodeStatus]) bool {
+		ns := r.val
+		ns.Addr, ns.Err = l.nodes[r.idx].Addr(), r.err
+		st.Nodes[r.idx] = ns
+		return false
+	})
+	writers := map[string]int{}
+	readers := map[string]int{}
+	for _, ns := range st.Nodes {
+		if ns.Err != nil {
+			continue
+		}
+		st.WritersWaiting = max(st.WritersWaiting, ns.WritersWaiting)
+		if ns.Writer != nil {
+			if writers[ns.Writer.Token]++; writers[ns.Writer.Token] == l.quorum {
+				st.Writer = ns.Writer
+			}
+		}
+		for _, r := range ns.Readers {
+			if readers[r.Token]++; readers[r.Token] == l.quorum {
+				st.Readers = append(st.Readers, r)
+			}
+		}
+	}
+	return st, nil
+}
+
+// parseRWInspect decodes rw_inspect's reply.
+func parseRWInspect(reply any) (RWNodeStatus, error) {
+	bad := fmt.Errorf("%w: rw_inspect reply %s", errBadReply, describeReply(reply))
+	vals, ok := reply.([]any)
+	if !ok || len(vals) < 4 || len(vals)%2 != 0 {
+		return RWNodeStatus{}, bad
+	}
+	var ns RWNodeStatus
+	holder := func(v any, ms any) (*LockInfo, bool) {
+		s, ok1 := v.(string)
+		t, ok2 := ms.(int64)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		token, owner, _ := strings.Cut(s, " ")
+		return &LockInfo{Held: true, Token: token, Owner: owner, TTL: pttl(t)}, true
+	}
+	if vals[0] != nil {
+		w, ok := holder(vals[0], vals[1])
+		if !ok {
+			return RWNodeStatus{}, bad
+		}
+		ns.Writer = w
+	}
+	if s, ok := vals[2].(string); ok {
+		c, err := fencing.ParseToken(s)
+		if err != nil {
+			return RWNodeStatus{}, bad
+		}
+		ns.Fence = c
+	}
+	waiting, ok := vals[3].(int64)
+	if !ok {
+		return RWNodeStatus{}, bad
+	}
+	ns.WritersWaiting = int(waiting)
+	for k := 4; k < len(vals); k += 2 {
+		r, ok := holder(vals[k], vals[k+1])
+		if !ok {
+			return RWNodeStatus{}, bad
+		}
+		ns.Readers = append(ns.Readers, *r)
+	}
+	return ns, nil
+}

@@ -1,0 +1,359 @@
+package redlock_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+func TestNewRWLockBadInput(t *testing.T) {
+	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), redlock.Config{})
+	for _, tc := range []struct {
+		name     string
+		resource string
+	}{
+		{"empty", ""},
+		{"starting with }", "}x"},
+		{"too long", strings.Repeat("x", redlock.MaxResourceLen+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := l.NewRWLock(tc.resource)
+			require.ErrorIs(t, err, redlock.ErrInvalidResource)
+		})
+	}
+}
+
+// newRW returns the read-write lock on "doc" of a Locker over c.
+func newRW(t *testing.T, l *redlock.Locker) *redlock.RWLock {
+	t.Helper()
+	rw, err := l.NewRWLock("doc")
+	require.NoError(t, err)
+	return rw
+}
+
+// TestReadersShareAndExcludeWriters: two readers hold the lock at once,
+// each with its own token; a writer is refused (ErrNotAcquired) until
+// both have released, then granted; while it holds the lock, readers and
+// other writers are refused.
+func TestReadersShareAndExcludeWriters(t *testing.T) {
+	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), redlock.Config{})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	r1, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	r2, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	require.True(t, r1.Shared())
+	require.NotEqual(t, r1.Token(), r2.Token())
+	require.NotEqual(t, r1.Fence(), r2.Fence())
+	require.Equal(t, "doc", r1.Resource())
+
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Contains(t, err.Error(), "readers hold it")
+
+	st, err := rw.Inspect(ctx)
+	require.NoError(t, err)
+	require.Nil(t, st.Writer)
+	require.Len(t, st.Readers, 2)
+
+	require.NoError(t, r1.Release(ctx))
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "one reader still holds it")
+	require.NoError(t, r2.Release(ctx))
+
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.False(t, w.Shared())
+	require.Greater(t, w.Fence(), max(r1.Fence(), r2.Fence()), "a writer's token exceeds every earlier token")
+	_, err = rw.TryAcquireShared(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	st, err = rw.Inspect(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.Writer)
+	require.Equal(t, w.Token(), st.Writer.Token)
+	require.Empty(t, st.Readers)
+
+	require.NoError(t, w.Release(ctx))
+	r3, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	require.Greater(t, r3.Fence(), w.Fence(), "a reader's token exceeds every earlier writer's")
+	require.NoError(t, r3.Release(ctx))
+}
+
+// TestRWLockIsNotTheMutex: the mutex on the same name is another lock.
+func TestRWLockIsNotTheMutex(t *testing.T) {
+	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), redlock.Config{})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	m, err := l.TryAcquire(ctx, "doc")
+	require.NoError(t, err)
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Release(ctx))
+	require.NoError(t, m.Release(ctx))
+}
+
+// TestADeadReaderFreesTheLockOnItsTTL: a reader that never releases (its
+// renewal stopped: Orphan) holds writers off only until its TTL expires.
+func TestADeadReaderFreesTheLockOnItsTTL(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	r.Orphan()
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	c.FastForward(2 * time.Second)
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Release(ctx))
+}
+
+// TestADeadWriterFreesTheLockOnItsTTL: likewise for a writer.
+func TestADeadWriterFreesTheLockOnItsTTL(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	w.Orphan()
+	_, err = rw.TryAcquireShared(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	c.FastForward(2 * time.Second)
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	require.Greater(t, r.Fence(), w.Fence())
+	require.NoError(t, r.Release(ctx))
+}
+
+// TestAWaitingWriterHoldsNewReadersBack: once a writer waits, new readers
+// are refused (a writer waits for it) even though only readers hold the
+// lock; when the old readers leave the writer gets it, and readers
+// after it. A writer that gives up takes its intent back.
+func TestAWaitingWriterHoldsNewReadersBack(t *testing.T) {
+	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), fastRetry(redlock.Config{}))
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	r1, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+
+	got := make(chan *redlock.Lease, 1)
+	go func() {
+		w, err := rw.Acquire(ctx)
+		if err != nil {
+			t.Errorf("writer: %v", err)
+		}
+		got <- w
+	}()
+	require.Eventually(t, func() bool {
+		st, err := rw.Inspect(ctx)
+		return err == nil && st.WritersWaiting > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	_, err = rw.TryAcquireShared(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Contains(t, err.Error(), "a writer waits for it")
+
+	require.NoError(t, r1.Release(ctx))
+	w := <-got
+	require.NotNil(t, w)
+	require.Greater(t, w.Fence(), r1.Fence())
+	require.NoError(t, w.Release(ctx))
+	require.Eventually(t, func() bool {
+		st, err := rw.Inspect(ctx)
+		return err == nil && st.WritersWaiting == 0
+	}, 10*time.Second, 5*time.Millisecond, "the writer took its intent back")
+	r2, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = rw.Acquire(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Eventually(t, func() bool {
+		st, err := rw.Inspect(ctx)
+		return err == nil && st.WritersWaiting == 0
+	}, 10*time.Second, 5*time.Millisecond, "a writer that gave up took its intent back")
+	require.NoError(t, r2.Release(ctx))
+}
+
+// TestAReaderWaitsForTheWritersRelease: AcquireShared waits while a writer
+// holds the lock and is woken by its release (its backoff is an hour).
+func TestAReaderWaitsForTheWritersRelease(t *testing.T) {
+	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	got := make(chan *redlock.Lease, 1)
+	go func() {
+		r, err := rw.AcquireShared(ctx)
+		if err != nil {
+			t.Errorf("reader: %v", err)
+		}
+		got <- r
+	}()
+	time.Sleep(100 * time.Millisecond) // let it wait; not a timing assertion
+	require.NoError(t, w.Release(ctx))
+	r := <-got
+	require.NotNil(t, r)
+	require.Greater(t, r.Fence(), w.Fence())
+}
+
+// TestRWLeasesRenewAndFenceLikeMutexLeases: a reader's and a writer's
+// lease renew (the lock outlives several lease durations), and a fence
+// step settles a reader's token where the counters disagree.
+func TestRWLeasesRenewAndFenceLikeMutexLeases(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 300 * time.Millisecond})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	require.NoError(t, c.SetCounter(0, l.Key("doc")+":rw:fence", 1_000_000_000_000))
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	require.Greater(t, r.Fence(), fencing.Token(1_000_000_000_000), "the highest counter, confirmed")
+	time.Sleep(time.Second)
+	require.NoError(t, r.Context().Err(), "renewed")
+	require.NoError(t, r.Release(ctx))
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.Greater(t, w.Fence(), r.Fence())
+	time.Sleep(time.Second)
+	require.NoError(t, w.Context().Err(), "renewed")
+	require.NoError(t, w.Release(ctx))
+}
+
+// TestARWGrantCostsOneCallPerNode: a reader's and a writer's acquisition
+// are one script call per node, like a mutex's.
+func TestARWGrantCostsOneCallPerNode(t *testing.T) {
+	nodes, calls := countedNodes(testutil.NewMiniCluster(t, 3).Nodes())
+	l := newLocker(t, nodes, redlock.Config{})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	require.NoError(t, r.Release(ctx))
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	got := calls()
+	require.Equal(t, 3, got[scripts.RWRead])
+	require.Equal(t, 3, got[scripts.RWWrite])
+	require.NoError(t, w.Release(ctx))
+}
+
+// rwContention runs writers and readers on rw, checking that no writer
+// ever overlaps another holder, that every writer's token exceeds every
+// token accepted before, and readers' every writer's (fencing.RWFence).
+func rwContention(t *testing.T, rw *redlock.RWLock, writers, readers, rounds int) {
+	t.Helper()
+	var wIn, rIn atomic.Int32
+	var fence fencing.RWFence
+	var wg sync.WaitGroup
+	run := func(write bool) {
+		for range rounds {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			var ls *redlock.Lease
+			var err error
+			if write {
+				ls, err = rw.Acquire(ctx)
+			} else {
+				ls, err = rw.AcquireShared(ctx)
+			}
+			cancel()
+			if err != nil {
+				t.Errorf("acquire (writer %v): %v", write, err)
+				return
+			}
+			if write {
+				if wIn.Add(1) != 1 || rIn.Load() != 0 {
+					t.Errorf("a writer overlaps another holder")
+				}
+				if err := fence.CheckWrite("doc", ls.Fence()); err != nil {
+					t.Errorf("writer's token: %v", err)
+				}
+			} else {
+				rIn.Add(1)
+				if wIn.Load() != 0 {
+					t.Errorf("a reader overlaps a writer")
+				}
+				if err := fence.CheckRead("doc", ls.Fence()); err != nil {
+					t.Errorf("reader's token: %v", err)
+				}
+			}
+			time.Sleep(time.Millisecond)
+			if write {
+				wIn.Add(-1)
+			} else {
+				rIn.Add(-1)
+			}
+			if err := ls.Release(context.Background()); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}
+	}
+	for range writers {
+		wg.Go(func() { run(true) })
+	}
+	for range readers {
+		wg.Go(func() { run(false) })
+	}
+	wg.Wait()
+}
+
+// TestReadersAndWritersUnderContention: two writers and four readers on
+// miniredis all finish, and never overlap wrongly.
+func TestReadersAndWritersUnderContention(t *testing.T) {
+	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), fastRetry(redlock.Config{}))
+	rwContention(t, newRW(t, l), 2, 4, 10)
+}
+
+// TestReadersAndWritersOnRealServers: the same on three redis-servers.
+func TestReadersAndWritersOnRealServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	c := testutil.StartRedis(t, 3)
+	l := newLocker(t, c.Nodes(), fastRetry(redlock.Config{LeaseDuration: 2 * time.Second}))
+	rwContention(t, newRW(t, l), 2, 4, 10)
+}
+
+// TestRWLockOnClusters: a read-write lock over three Redis Clusters (its
+// keys share one slot).
+func TestRWLockOnClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	cs := startClusters(t, 3, 3)
+	nodes := dialURLs(t, cs[0].URL(), cs[1].URL(), cs[2].URL())
+	l := newLocker(t, nodes, redlock.Config{LeaseDuration: 5 * time.Second})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	st, err := rw.Inspect(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Readers, 1)
+	require.NoError(t, r.Release(ctx))
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.Greater(t, w.Fence(), r.Fence())
+	require.NoError(t, w.Release(ctx))
+}

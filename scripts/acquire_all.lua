@@ -1,0 +1,71 @@
+-- model: acquire
+-- acquire_all: take several locks at once, all or none (Locker.AcquireAll;
+-- docs/design.md section 13). On one node it is the acquire step of each
+-- lock, applied atomically; a lock it cannot take makes it take none.
+-- KEYS: four per lock, in the order every lock script takes them: lock,
+-- fence, queue, queue expiries (the k-th lock's are KEYS[4k-3..4k]), then
+-- optionally the node's marker key (trust.lua); they must share one Redis
+-- Cluster slot (the caller groups them by slot)
+-- ARGV[1] owner label, ARGV[2] lease TTL in milliseconds, ARGV[3] optional
+-- floor (acquire.lua), ARGV[4] granularity of a new counter's start,
+-- ARGV[4+k] the k-th lock's token, then the data-loss rule's arguments
+-- (t_trust: the rejoin delay, the servers' run_ids, flags)
+-- Returns {1, counter 1, pttl 1, counter 2, pttl 2, ...} when every lock
+-- was granted: each counter the decimal string Redis stores, each pttl 0
+-- for a new grant, or what the lock had left when its token already held
+-- it (a client-side retry of a call that was applied; no new holder is
+-- counted). Returns {0, pttl, k} when the k-th lock is held by another
+-- token, and {0, 0, k, ms} when it is free but a waiter of its queue is
+-- next (ms: what that waiter's place has left): nothing is written then.
+-- A node that may have lost data (trust.lua) refuses with {3, ms, why}.
+-- Every check runs before the first write (as in acquire.lua): an error
+-- or a refusal writes nothing, and the first write is a SET.
+local n = (#KEYS - #KEYS % 4) / 4
+local km = KEYS[4 * n + 1]
+local fences, mine, gones = {}, {}, {}
+for k = 1, n do
+  local kl, kf, kq, ke = KEYS[4*k-3], KEYS[4*k-2], KEYS[4*k-1], KEYS[4*k]
+  local cur, lerr = l_get(kl)
+  if lerr then return lerr end
+  if cur and not l_holds(cur, ARGV[4+k]) then
+    return {0, redis.call('PTTL', kl), k}
+  end
+  local fence, bad = c_read(kf)
+  if bad then return redis.error_reply(bad) end
+  if cur then
+    mine[k] = true
+  else
+    local head, left, gone, err = q_scan(kq, ke, nil)
+    if err then return redis.error_reply(err) end
+    if head then return {0, 0, k, left} end
+    if fence == c_top then
+      return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. kf .. ' is at ' .. c_top ..
+        ', the largest counter Redis holds: no greater fencing token can be issued')
+    end
+    gones[k] = gone
+  end
+  fences[k] = fence
+end
+local floor = ARGV[3]
+for k = 1, n do
+  if not mine[k] then
+    local refusal
+    floor, refusal = t_gate(km, ARGV[5 + n], ARGV[6 + n], ARGV[7 + n], ARGV[3])
+    if not floor then return refusal end
+    break
+  end
+end
+local out = {1}
+for k = 1, n do
+  local kl, kf = KEYS[4*k-3], KEYS[4*k-2]
+  if mine[k] then
+    table.insert(out, fences[k])
+    table.insert(out, redis.call('PTTL', kl))
+  else
+    redis.call('SET', kl, ARGV[4+k] .. ' ' .. ARGV[1], 'PX', ARGV[2])
+    q_purge(KEYS[4*k-1], KEYS[4*k], gones[k])
+    table.insert(out, c_count(kf, fences[k], floor, ARGV[4]))
+    table.insert(out, 0)
+  end
+end
+return out
