@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,6 +33,15 @@ const (
 	sentinelFailoverTimeout = 5000
 )
 
+// WithSentinelDownAfter sets the sentinels' down-after-milliseconds of
+// StartSentinel and StartSentinels (default 1s): how long a primary must
+// be silent before a failover starts. A shorter one makes a failover after
+// a kill faster (about a second, with 200ms), and one under a busy
+// machine's stalls makes needless ones.
+func WithSentinelDownAfter(d time.Duration) Option {
+	return func(o *redisOptions) { o.downAfter = int(d.Milliseconds()) }
+}
+
 // SentinelGroup is a primary and a replica (real redis-server processes)
 // watched by three Redis Sentinels, started by StartSentinel. Every method
 // is safe for concurrent use.
@@ -46,7 +57,8 @@ type SentinelGroup struct {
 // as StartRedisServer does (own directory, AOF with appendfsync always, the
 // options' config lines and password, plus masterauth with WithPassword),
 // and three sentinels monitoring the primary under the name master with a
-// quorum of 2, down-after-milliseconds 1000 and failover-timeout 5000. Each
+// quorum of 2, down-after-milliseconds 1000 (WithSentinelDownAfter) and
+// failover-timeout 5000. Each
 // sentinel is redis-server in sentinel mode on a free 127.0.0.1 port, with
 // its own config file (which it rewrites) in its own directory; the
 // options' config lines and password apply to the data nodes only (the
@@ -73,6 +85,33 @@ func StartSentinel(t testing.TB, master string, opts ...Option) *SentinelGroup {
 		t.Fatalf("testutil.StartSentinel: %v", err)
 	}
 	return g
+}
+
+// StartSentinels starts n independent Sentinel groups as StartSentinel
+// does, at once (each group's start waits seconds for its sentinels to
+// agree, mostly idle), and returns them in order. Each group has its own
+// sentinels, so they may share the master name.
+func StartSentinels(t testing.TB, n int, master string, opts ...Option) []*SentinelGroup {
+	t.Helper()
+	if master == "" || strings.ContainsAny(master, " \t\r\n\"'") {
+		t.Fatalf("testutil.StartSentinels: invalid master name %q", master)
+	}
+	bin := RedisServerPath(t)
+	o := buildOptions(opts)
+	if o.tls != nil {
+		t.Fatal("testutil.StartSentinels: WithTLS is not supported")
+	}
+	gs := make([]*SentinelGroup, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { gs[i], errs[i] = startSentinel(t, bin, master, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("testutil.StartSentinels: %v", err)
+	}
+	return gs
 }
 
 func startSentinel(t testing.TB, bin, name string, o redisOptions) (*SentinelGroup, error) {
@@ -118,7 +157,7 @@ func startSentinel(t testing.TB, bin, name string, o redisOptions) (*SentinelGro
 	so := redisOptions{lines: []string{
 		"protected-mode no",
 		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", name, primary.Port(), sentinelQuorum),
-		fmt.Sprintf("sentinel down-after-milliseconds %s %d", name, sentinelDownAfter),
+		fmt.Sprintf("sentinel down-after-milliseconds %s %d", name, cmp.Or(o.downAfter, sentinelDownAfter)),
 		fmt.Sprintf("sentinel failover-timeout %s %d", name, sentinelFailoverTimeout),
 		fmt.Sprintf("sentinel parallel-syncs %s 1", name),
 	}}
