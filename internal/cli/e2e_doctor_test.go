@@ -324,6 +324,7 @@ func TestE2EDoctorTrust(t *testing.T) {
 
 	r = cli(t, nodesEnv(c.URLs()), "doctor")
 	require.Regexp(t, `(?m)^`+flushed.Addr()+`\s+trust\s+WARN\s+sitting out for `, r.stdout)
+	t.Logf("doctor after a FLUSHALL:\n%s", r.stdout)
 
 	// A user that may run scripts but not INFO: not safe.
 	noInfo := slices.DeleteFunc(testutil.LockerACL("redlock:"), func(r string) bool { return r == "+info" })

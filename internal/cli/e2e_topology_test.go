@@ -166,6 +166,26 @@ func TestE2EThreeClusters(t *testing.T) {
 		require.Contains(t, v.Detail, "name the whole cluster as one node with redis+cluster://"+member.Addr())
 	})
 
+	// A flushed shard: the next lock in one of its slots makes that slot
+	// sit out (the other clusters grant); doctor counts it.
+	t.Run("flushed shard", func(t *testing.T) {
+		c := clusters[0]
+		require.NoError(t, c.Shard(0).Do(t.Context(), "FLUSHALL").Err())
+		r := cli(t, env, "acquire", perShard[0][0], "--json", "--ttl", "30s", "--rejoin-delay", "1m")
+		requireCode(t, r, exitOK, "")
+		require.Len(t, decode(t, r)["granted"], 2)
+		token := decode(t, r)["token"].(string)
+		_, _, checks := doctorChecks(t, urls)
+		tr := checks[nodeName(t, c.URL())+"/"+c.Shard(0).Addr()+" trust"]
+		require.Equal(t, statusWarn, tr.Status, "%+v", tr)
+		require.Regexp(t, `^1 slot marker; 1 sitting out, the longest for \S+ more: the server lost data while running`, tr.Detail)
+		require.Equal(t, trustSittingOut, tr.Trust.State)
+		require.Equal(t, 1, tr.Trust.SlotsWaiting)
+		require.Equal(t, "lost", tr.Trust.Why)
+		r = cli(t, env, "release", perShard[0][0], "--token", token)
+		requireCode(t, r, exitOK, "")
+	})
+
 	// Last: it kills a shard.
 	t.Run("shard down", func(t *testing.T) {
 		c := clusters[2]
