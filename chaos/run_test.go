@@ -172,8 +172,7 @@ func scenarios() []scenario {
 		// holder's lock and the waiters' queue entries, replicated before
 		// the stall, and refused until the forgotten lease had expired.
 		{name: "failover", nemeses: []nemesis{failoverLagging}, groups: failoverGroups, holdProb: 0.5,
-			serverOpts: []testutil.Option{testutil.WithSentinelDownAfter(500 * time.Millisecond)},
-			leaseMs:    [2]int{2500, 3500}, minDuration: 12 * time.Second, wantFaults: []string{"failover-lagging"}},
+			leaseMs: [2]int{2500, 3500}, minDuration: 12 * time.Second, wantFaults: []string{"failover-lagging"}},
 	}
 }
 

@@ -113,9 +113,6 @@ type redisOptions struct {
 	host     string    // bind address; "" is 127.0.0.1
 	prefix   []string  // command run before redis-server (WithCommandPrefix)
 	env      []string  // extra environment of the server process
-	// downAfter is the sentinels' down-after-milliseconds (StartSentinel
-	// only); 0 is sentinelDownAfter.
-	downAfter int
 }
 
 // WithConfig appends lines to the generated redis.conf, after the defaults,

@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,15 +31,6 @@ const (
 	sentinelFailoverTimeout = 5000
 )
 
-// WithSentinelDownAfter sets the sentinels' down-after-milliseconds of
-// StartSentinel and StartSentinels (default 1s): how long a primary must
-// be silent before a failover starts. A shorter one makes a failover after
-// a kill faster (about a second, with 200ms), and one under a busy
-// machine's stalls makes needless ones.
-func WithSentinelDownAfter(d time.Duration) Option {
-	return func(o *redisOptions) { o.downAfter = int(d.Milliseconds()) }
-}
-
 // SentinelGroup is a primary and a replica (real redis-server processes)
 // watched by three Redis Sentinels, started by StartSentinel. Every method
 // is safe for concurrent use.
@@ -57,8 +46,7 @@ type SentinelGroup struct {
 // as StartRedisServer does (own directory, AOF with appendfsync always, the
 // options' config lines and password, plus masterauth with WithPassword),
 // and three sentinels monitoring the primary under the name master with a
-// quorum of 2, down-after-milliseconds 1000 (WithSentinelDownAfter) and
-// failover-timeout 5000. Each
+// quorum of 2, down-after-milliseconds 1000 and failover-timeout 5000. Each
 // sentinel is redis-server in sentinel mode on a free 127.0.0.1 port, with
 // its own config file (which it rewrites) in its own directory; the
 // options' config lines and password apply to the data nodes only (the
@@ -157,7 +145,7 @@ func startSentinel(t testing.TB, bin, name string, o redisOptions) (*SentinelGro
 	so := redisOptions{lines: []string{
 		"protected-mode no",
 		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", name, primary.Port(), sentinelQuorum),
-		fmt.Sprintf("sentinel down-after-milliseconds %s %d", name, cmp.Or(o.downAfter, sentinelDownAfter)),
+		fmt.Sprintf("sentinel down-after-milliseconds %s %d", name, sentinelDownAfter),
 		fmt.Sprintf("sentinel failover-timeout %s %d", name, sentinelFailoverTimeout),
 		fmt.Sprintf("sentinel parallel-syncs %s 1", name),
 	}}
