@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/e6344662/go-redlock/chaos"
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 // A nemesis injects one fault, holds it for a while, heals it and records
@@ -171,23 +173,266 @@ var (
 		hold(ctx, between(rng, e.rejoinDelay(), 2*e.rejoinDelay()))
 		return nil
 	}}
-	// wipe (assumption broken on purpose) runs FLUSHALL on one random node
-	// every 20-80ms for 0.5-1.5s: its locks and fence counters vanish while
-	// it keeps running, as after a failover to an empty replica. No delay
-	// can hide that: the node's uptime says nothing about it.
+	// wipe runs FLUSHALL on a minority (one or two nodes; odd rounds) or a
+	// majority (three or four; even rounds) of the running nodes, at once,
+	// once a client holds the lock: their locks, fence counters and
+	// markers vanish while they keep running, as after a failover to an
+	// empty replica. Each wiped node must notice the loss in band (its
+	// marker is gone, INFO shows a FLUSHALL) and grant nothing for the
+	// rejoin delay: after a majority wipe, no lease may be granted within
+	// that delay (recorded as a majority down). Then the nodes get one to
+	// two rejoin delays to come back.
 	wipe = nemesis{"wipe", func(ctx context.Context, e *env, rng *rand.Rand) error {
-		end := time.Now().Add(between(rng, 500*time.Millisecond, 1500*time.Millisecond))
-		for ctx.Err() == nil && time.Now().Before(end) {
-			i := pick(rng, 1)[0]
-			if e.inject(ctx, "wipe", i, "FLUSHALL") {
-				at := e.h.Now()
-				e.h.AddFault(chaos.Fault{Kind: "wipe", Nodes: []int{i}, Start: at, End: at})
+		k, kind := e.strikeSize(rng, "wipe")
+		e.awaitHeld(ctx, 2*time.Second)
+		var nodes []int
+		start := e.h.Now()
+		for _, i := range pick(rng, k) {
+			if e.inject(ctx, kind, i, "FLUSHALL") {
+				nodes = append(nodes, i)
 			}
-			sleep(ctx, between(rng, 20*time.Millisecond, 80*time.Millisecond))
 		}
+		e.lost(kind, nodes, start, e.h.Now())
+		hold(ctx, between(rng, e.rejoinDelay(), 2*e.rejoinDelay()))
+		return nil
+	}}
+	// evict makes one or two (odd rounds), or three (even rounds), nodes
+	// of the eviction scenario evict every key with a TTL, once a client
+	// holds the lock: maxmemory is lowered to one byte, a write makes the
+	// server evict (volatile-lru: our lock keys, fence counters and
+	// semaphore keys, never the marker, which has no TTL) and is then
+	// refused, and maxmemory is restored. Nodes whose evicted_keys did
+	// not grow lost nothing and are not counted. As for wipe, each node
+	// that evicted must sit out for the rejoin delay.
+	evict = nemesis{"evict", func(ctx context.Context, e *env, rng *rand.Rand) error {
+		k, kind := e.strikeSize(rng, "evict")
+		if k > lockNodes/2 {
+			k = lockNodes/2 + 1
+		}
+		e.awaitHeld(ctx, 2*time.Second)
+		var nodes []int
+		start := e.h.Now()
+		for _, i := range pick(rng, k) {
+			ok, err := e.evictAll(ctx, i)
+			if err != nil {
+				return err
+			}
+			if ok {
+				nodes = append(nodes, i)
+			}
+		}
+		e.lost(kind, nodes, start, e.h.Now())
+		hold(ctx, between(rng, e.rejoinDelay(), 2*e.rejoinDelay()))
 		return nil
 	}}
 )
+
+// strikeSize returns how many nodes a wipe or an eviction round hits, and
+// the fault's kind: a minority (one or two) in odd rounds, a majority
+// (three or four) in even ones, so that every run has both.
+func (e *env) strikeSize(rng *rand.Rand, what string) (int, string) {
+	if e.strikes.Add(1)%2 == 1 {
+		return 1 + rng.IntN(2), what + "-minority"
+	}
+	return lockNodes/2 + 1 + rng.IntN(2), what + "-majority"
+}
+
+// awaitHeld waits until a client holds the lock, at most d (a busy
+// machine may grant nothing for a while; the fault then strikes anyway).
+func (e *env) awaitHeld(ctx context.Context, d time.Duration) {
+	end := time.Now().Add(d)
+	for e.holding.Load() == 0 && ctx.Err() == nil && time.Now().Before(end) {
+		sleep(ctx, 5*time.Millisecond)
+	}
+}
+
+// lost records nodes' loss of data, which happened between first (the
+// first fault command) and last (when every node had lost it). When they
+// are a majority, no lease may be granted from last until the rejoin
+// delay after first, less a margin: every majority then includes a node
+// that noticed the loss at or after first and sits out for the delay
+// (counted on the node's clock, the machine's). The checker counts such a
+// grant as a grant while a majority was down.
+func (e *env) lost(kind string, nodes []int, first, last time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	f := chaos.Fault{Kind: kind, Nodes: nodes, Start: last, End: last}
+	if len(nodes) > lockNodes/2 && e.clientRejoinDelay() > 0 {
+		f.MajorityDown = true
+		f.End = max(last, first+e.clientRejoinDelay()-sitOutMargin)
+	}
+	e.h.AddFault(f)
+}
+
+// sitOutMargin is taken off the time a node must sit out after a loss
+// when checking that nothing was granted meanwhile: the node's TIME and
+// this process's monotonic clock may disagree by a little.
+const sitOutMargin = 50 * time.Millisecond
+
+// evictAll makes node i evict every key with a TTL (evict) and reports
+// whether it evicted any. An error means maxmemory could not be restored:
+// the run is then broken.
+func (e *env) evictAll(ctx context.Context, i int) (bool, error) {
+	before, err := e.evictedKeys(ctx, i)
+	if err != nil {
+		e.missed.Add(1)
+		e.t.Logf("nemesis evict: not injected on node %d (harness, not a violation): %v", i, err)
+		return false, nil
+	}
+	if !e.inject(ctx, "evict", i, "CONFIG", "SET", "maxmemory", "1") {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_ = e.nodes[i].Do(cctx, "SET", "chaos-filler", "x").Err() // evicts, then is refused (OOM)
+	cancel()
+	if !e.inject(context.WithoutCancel(ctx), "evict", i, "CONFIG", "SET", "maxmemory", evictingMaxMemory) {
+		return false, errors.New("maxmemory of node " + strconv.Itoa(i) + " not restored")
+	}
+	after, err := e.evictedKeys(ctx, i)
+	if err != nil {
+		e.t.Logf("nemesis evict: evicted_keys of node %d unknown (counted as evicted): %v", i, err)
+		return true, nil
+	}
+	return after > before, nil
+}
+
+// evictedKeys reads node i's evicted_keys (INFO stats).
+func (e *env) evictedKeys(ctx context.Context, i int) (int64, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	info, err := e.nodes[i].Do(cctx, "INFO", "stats").Text()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "evicted_keys:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("INFO stats has no evicted_keys")
+}
+
+// failoverLagging fails the failover scenario's Sentinel groups over to
+// replicas that missed the latest lock writes, once per run: after a
+// second of normal work, every group's replica is stopped (SIGSTOP:
+// replication stalls), and once a lease has been granted since (its keys
+// are on the primaries only) and is being held on purpose (for 0.5-1.5
+// times its duration), the primaries are killed and
+// the replicas resumed; the sentinels then promote them. A promoted
+// replica's marker names the old primary and INFO shows a promotion: it
+// must sit out for the rejoin delay. With a majority of groups, no lease
+// may be granted from the kill until the delay has passed (recorded as a
+// majority down). Later calls do nothing.
+var failoverLagging = nemesis{"failover-lagging", func(ctx context.Context, e *env, rng *rand.Rand) error {
+	if !e.failedOver.CompareAndSwap(false, true) {
+		hold(ctx, time.Second)
+		return nil
+	}
+	hold(ctx, time.Second)
+	type group struct {
+		j                int
+		primary, replica *testutil.RedisServer
+		offset           int64
+	}
+	var groups []group
+	for j, g := range e.groups {
+		if g == nil {
+			continue
+		}
+		p := g.Primary()
+		if p == nil {
+			return errors.New("no sentinel of node " + strconv.Itoa(j) + " names its primary")
+		}
+		r := g.Servers()[0]
+		if r == p {
+			r = g.Servers()[1]
+		}
+		groups = append(groups, group{j: j, primary: p, replica: r, offset: replOffset(ctx, r)})
+	}
+	for _, g := range groups {
+		if err := g.replica.Pause(); err != nil {
+			return err
+		}
+	}
+	// Wait until a client holds on purpose a lease granted since the stall
+	// (its keys are on the primaries only), at most 6s.
+	paused := e.h.Now()
+	end := time.Now().Add(6 * time.Second)
+	for !e.holdsLongSince(paused) && ctx.Err() == nil && time.Now().Before(end) {
+		sleep(ctx, 5*time.Millisecond)
+	}
+	var nodes, missed []int
+	for _, g := range groups {
+		nodes = append(nodes, g.j)
+		if replOffset(ctx, g.primary) > g.offset {
+			missed = append(missed, g.j)
+		}
+		if err := g.primary.Kill(); err != nil {
+			return err
+		}
+	}
+	killed := e.h.Now()
+	for _, g := range groups {
+		if err := g.replica.Resume(); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, g := range groups {
+		for e.groups[g.j].Primary() != g.replica {
+			if time.Now().After(deadline) {
+				return errors.New("the sentinels did not promote the replica of node " + strconv.Itoa(g.j) + " within 30s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	e.t.Logf("nemesis failover-lagging: primaries of nodes %v killed at %v; the replicas of %v had missed writes; all promoted by %v",
+		nodes, killed, missed, e.h.Now())
+	// Until a promoted replica grants, fewer than a majority can: from the
+	// kill until the rejoin delay has passed (a replica is promoted after
+	// the kill, notices the loss after that, and sits out the delay).
+	f := chaos.Fault{Kind: "failover-lagging", Nodes: nodes, Start: killed, End: killed}
+	if len(missed) <= lockNodes/2 {
+		f.Kind = "failover" // a majority lost nothing: not the fault the scenario is for
+	}
+	if d := e.clientRejoinDelay(); d > 0 && len(nodes) > lockNodes/2 {
+		f.MajorityDown, f.End = true, killed+d-sitOutMargin
+	}
+	e.h.AddFault(f)
+	return nil
+}}
+
+// holdsLongSince reports whether a client holds on purpose a lease granted
+// after since.
+func (e *env) holdsLongSince(since time.Duration) bool {
+	for i := range e.holdingLong {
+		if at := time.Duration(e.holdingLong[i].Load()); at > since {
+			return true
+		}
+	}
+	return false
+}
+
+// replOffset reads a server's master_repl_offset (INFO replication): how
+// much of the primary's stream it has, or -1 if it cannot tell.
+func replOffset(ctx context.Context, s *testutil.RedisServer) int64 {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	info, err := s.Do(cctx, "INFO", "replication").Text()
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_repl_offset:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
 
 var (
 	// partition cuts one to three clients, each from its own one to three

@@ -75,6 +75,33 @@ func StartSentinel(t testing.TB, master string, opts ...Option) *SentinelGroup {
 	return g
 }
 
+// StartSentinels starts n independent Sentinel groups as StartSentinel
+// does, at once (each group's start waits seconds for its sentinels to
+// agree, mostly idle), and returns them in order. Each group has its own
+// sentinels, so they may share the master name.
+func StartSentinels(t testing.TB, n int, master string, opts ...Option) []*SentinelGroup {
+	t.Helper()
+	if master == "" || strings.ContainsAny(master, " \t\r\n\"'") {
+		t.Fatalf("testutil.StartSentinels: invalid master name %q", master)
+	}
+	bin := RedisServerPath(t)
+	o := buildOptions(opts)
+	if o.tls != nil {
+		t.Fatal("testutil.StartSentinels: WithTLS is not supported")
+	}
+	gs := make([]*SentinelGroup, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { gs[i], errs[i] = startSentinel(t, bin, master, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("testutil.StartSentinels: %v", err)
+	}
+	return gs
+}
+
 func startSentinel(t testing.TB, bin, name string, o redisOptions) (*SentinelGroup, error) {
 	g := &SentinelGroup{name: name, password: o.password}
 	var base []string

@@ -26,6 +26,8 @@ type check struct {
 	Check  string `json:"check"`
 	Status string `json:"status"`
 	Detail string `json:"detail"`
+	// Trust is set on trust rows (doctor_trust.go).
+	Trust *trustState `json:"trust,omitempty"`
 }
 
 // nodeReport is what the doctor learned about one server: a standalone
@@ -78,6 +80,8 @@ type target struct {
 	note string
 	// rejoin is the rejoin delay in effect (negative: off).
 	rejoin time.Duration
+	// prefix is --prefix, under which the marker key lies.
+	prefix string
 }
 
 // examine runs every per-server check on one server; each call is bounded
@@ -122,7 +126,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 		r.add("eviction", statusWarn, "cannot read the configuration (CONFIG GET: %s); make sure maxmemory-policy is noeviction", reason(err))
 	} else {
 		checkPersistence(r, conf)
-		checkEviction(r, conf)
+		checkEviction(r, conf, t.rejoin)
 	}
 	cctx, cancel = call()
 	mem, err := infoSection(cctx, c, "memory")
@@ -133,6 +137,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 		checkMemory(r, mem)
 	}
 	checkRejoin(r, server, conf, t.rejoin)
+	checkTrust(ctx, r, t, conf, timeout)
 
 	if t.key == "" {
 		r.add("scripts", statusWarn, "no key under --prefix hashes to a slot of this shard (does --prefix hold a {hash tag}?): EVALSHA and EVAL not checked here")
@@ -274,7 +279,7 @@ func checkRole(r *nodeReport, kind nodeurl.Kind, repl map[string]string) {
 		n, _ := strconv.Atoi(repl["connected_slaves"])
 		switch {
 		case kind == nodeurl.Sentinel && n > 0:
-			r.add("role", statusWarn, "the group's current primary, with %s: replication is asynchronous, so a failover can lose the last writes (locks just granted, fence increments) and this node forgets them; the other nodes of the quorum still hold them", plural(n, "replica"))
+			r.add("role", statusWarn, "the group's current primary, with %s: replication is asynchronous, so a failover can lose the last writes (locks just granted, fence increments); the promoted replica notices (its marker names another server) and grants nothing for the rejoin delay", plural(n, "replica"))
 		case kind == nodeurl.Sentinel:
 			r.add("role", statusOK, "the group's current primary (no replica connected: Sentinel cannot fail it over)")
 		case n > 0:
@@ -336,19 +341,33 @@ func configNote(conf map[string]string) string {
 	return ""
 }
 
-// checkEviction adds the eviction row: only maxmemory-policy noeviction
-// is OK; policies that can evict lock keys are FAIL.
-func checkEviction(r *nodeReport, conf map[string]string) {
+// checkEviction adds the eviction row: noeviction, or an evicting policy
+// without maxmemory (nothing is ever evicted), is OK. A policy that can
+// evict lock keys is WARN while the data-loss rule is on (the library
+// notices every eviction and the node sits out the rejoin delay after one;
+// every lock reads INFO there) and FAIL when --rejoin-delay 0 turned it off.
+func checkEviction(r *nodeReport, conf map[string]string, rejoin time.Duration) {
 	policy, maxmem := conf["maxmemory-policy"], conf["maxmemory"]
+	var what string
 	switch {
 	case policy == "noeviction":
 		r.add("eviction", statusOK, "maxmemory-policy noeviction (maxmemory %s)", maxmem)
+		return
 	case strings.HasPrefix(policy, "allkeys-"):
-		r.add("eviction", statusFail, "maxmemory-policy %s can evict lock and fence keys under memory pressure (a lock vanishes, a fence counter restarts); set noeviction", policy)
+		what = fmt.Sprintf("maxmemory-policy %s can evict lock and fence keys under memory pressure (a lock vanishes, a fence counter restarts)", policy)
 	case strings.HasPrefix(policy, "volatile-"):
-		r.add("eviction", statusFail, "maxmemory-policy %s can evict lock keys, which have a TTL, under memory pressure; set noeviction", policy)
+		what = fmt.Sprintf("maxmemory-policy %s can evict lock keys, which have a TTL, under memory pressure", policy)
 	default:
 		r.add("eviction", statusWarn, "unknown maxmemory-policy %q; noeviction is the safe one", policy)
+		return
+	}
+	switch {
+	case maxmem == "0":
+		r.add("eviction", statusOK, "maxmemory-policy %s, but no maxmemory: nothing is evicted (set noeviction before setting a maxmemory)", policy)
+	case rejoin < 0:
+		r.add("eviction", statusFail, "%s, and --rejoin-delay 0 turns off the rule that makes a node that evicted sit out; set noeviction", what)
+	default:
+		r.add("eviction", statusWarn, "%s: the library notices every eviction (evicted_keys) and the node then grants nothing for the %s rejoin delay, and every lock reads INFO here; set noeviction to avoid both", what, rejoin)
 	}
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,17 +39,125 @@ func TestCheckPersistence(t *testing.T) {
 	}
 }
 
-// TestCheckEviction: only noeviction is OK; evicting policies are FAIL.
+// TestCheckEviction: noeviction, or no maxmemory, is OK; a policy that
+// can evict our keys is WARN while the data-loss rule is on (the node
+// sits out after an eviction) and FAIL with it off.
 func TestCheckEviction(t *testing.T) {
-	for policy, status := range map[string]string{
-		"noeviction": statusOK, "allkeys-lru": statusFail, "allkeys-lfu": statusFail, "allkeys-random": statusFail,
-		"volatile-lru": statusFail, "volatile-lfu": statusFail, "volatile-random": statusFail, "volatile-ttl": statusFail,
-		"something-new": statusWarn,
-	} {
-		c := rowOf(t, func(r *nodeReport) { checkEviction(r, map[string]string{"maxmemory-policy": policy, "maxmemory": "0"}) })
-		require.Equal(t, status, c.Status, policy)
-		require.Equal(t, "eviction", c.Check)
+	tests := []struct {
+		policy, maxmem string
+		rejoin         time.Duration
+		status, detail string
+	}{
+		{"noeviction", "0", time.Second, statusOK, "maxmemory-policy noeviction"},
+		{"noeviction", "100mb", -1, statusOK, "maxmemory-policy noeviction"},
+		{"volatile-lru", "0", time.Second, statusOK, "no maxmemory: nothing is evicted"},
+		{"allkeys-lru", "0", -1, statusOK, "no maxmemory: nothing is evicted"},
+		{"something-new", "100", time.Second, statusWarn, "unknown maxmemory-policy"},
 	}
+	for _, policy := range []string{"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"} {
+		tests = append(tests,
+			struct {
+				policy, maxmem string
+				rejoin         time.Duration
+				status, detail string
+			}{policy, "104857600", 5 * time.Second, statusWarn, "the node then grants nothing for the 5s rejoin delay, and every lock reads INFO here"},
+			struct {
+				policy, maxmem string
+				rejoin         time.Duration
+				status, detail string
+			}{policy, "104857600", -1, statusFail, "--rejoin-delay 0 turns off the rule"})
+	}
+	for _, tt := range tests {
+		c := rowOf(t, func(r *nodeReport) {
+			checkEviction(r, map[string]string{"maxmemory-policy": tt.policy, "maxmemory": tt.maxmem}, tt.rejoin)
+		})
+		require.Equal(t, tt.status, c.Status, "%+v: %s", tt, c.Detail)
+		require.Equal(t, "eviction", c.Check)
+		require.Contains(t, c.Detail, tt.detail, "%+v", tt)
+	}
+}
+
+// TestParseMarker: the marker's value as scripts/trust.lua writes it, and
+// what is not one.
+func TestParseMarker(t *testing.T) {
+	good := map[string]marker{
+		"abc 0 1796364035551001 -":        {runID: "abc", evicted: 0, from: 1796364035551001, why: "-"},
+		"3f9c1e 12 1796364035551001 lost": {runID: "3f9c1e", evicted: 12, from: 1796364035551001, why: "lost"},
+		"? 0 0 restarted":                 {runID: "?", evicted: 0, from: 0, why: "restarted"},
+		"r 7 5 evicted":                   {runID: "r", evicted: 7, from: 5, why: "evicted"},
+	}
+	for in, want := range good {
+		got, err := parseMarker(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{
+		"", "abc", "abc 0 1 ", "abc 0 1", " abc 0 1 -", "abc  0 1 -", "abc -1 1 -", "abc 0 1.5 -",
+		"abc 0 1 - extra", "abc x 1 -", "abc 0 99999999999999999999 -", "abc 0 1 -\n", "(not a string)",
+	} {
+		_, err := parseMarker(in)
+		require.Error(t, err, "%q", in)
+		require.ErrorContains(t, err, "is not a marker")
+	}
+}
+
+// TestMarkerView: the trust row's status and words for each marker.
+func TestMarkerView(t *testing.T) {
+	const now = int64(1_800_000_000_000_000)
+	sec := int64(1_000_000)
+	tests := []struct {
+		name     string
+		raw      string
+		found    bool
+		evicted  string
+		mayEvict bool
+		state    string
+		status   string
+		detail   string
+	}{
+		{"missing", "", false, "0", false, trustNoMarker, statusOK, "no marker yet (the first lock will judge from INFO)"},
+		{"trusted", "me 0 " + strconv.FormatInt(now-90*sec, 10) + " -", true, "0", false, trustTrusted, statusOK, "trusted since "},
+		{"waited before", "me 0 " + strconv.FormatInt(now-sec, 10) + " lost", true, "0", false, trustTrusted, statusOK, "it sat out because the server lost data"},
+		{"restarted", "me 0 " + strconv.FormatInt(now+3*sec, 10) + " restarted", true, "0", false, trustSittingOut, statusWarn, "sitting out for 3s more"},
+		{"lost", "me 0 " + strconv.FormatInt(now+2*sec, 10) + " lost", true, "0", false, trustSittingOut, statusWarn, "FLUSHALL or FLUSHDB, a failover to a replica"},
+		{"evicted", "me 4 " + strconv.FormatInt(now+sec, 10) + " evicted", true, "4", true, trustSittingOut, statusWarn, "the server evicted keys"},
+		{"evicted since", "me 4 " + strconv.FormatInt(now-sec, 10) + " -", true, "9", true, trustSittingOut, statusWarn, "evicted_keys 4, now 9"},
+		{"evictions ignored when it cannot evict", "me 4 " + strconv.FormatInt(now-sec, 10) + " -", true, "9", false, trustTrusted, statusOK, "trusted since"},
+		{"other server", "them 0 " + strconv.FormatInt(now-sec, 10) + " -", true, "0", false, trustOtherServer, statusWarn, "the marker names server them, not this one (me)"},
+		{"foreign data", "{\"json\": 1}", true, "0", false, trustBadMarker, statusFail, "holds data that is not redlock's"},
+		{"wrong type", "(not a string)", true, "0", false, trustBadMarker, statusFail, "fails with WRONGTYPE"},
+	}
+	for _, tt := range tests {
+		st := &trustState{Marker: "redlock:~trust"}
+		status, detail := markerView(st, tt.raw, tt.found, "me", tt.evicted, tt.mayEvict, now, nil)
+		require.Equal(t, tt.status, status, "%s: %s", tt.name, detail)
+		require.Equal(t, tt.state, st.State, tt.name)
+		require.Contains(t, detail, tt.detail, tt.name)
+	}
+}
+
+// TestJudgeNote: what INFO says a judgement would find.
+func TestJudgeNote(t *testing.T) {
+	require.Empty(t, judgeNote(nil))
+	clean := map[string]string{"evicted_keys": "0", "second_repl_offset": "-1", "cmdstat_get": "calls=1"}
+	require.Contains(t, judgeNote(clean), "INFO shows no loss since the server started")
+	for field, words := range map[string]string{
+		"cmdstat_flushall": "FLUSHALL", "cmdstat_flushdb": "FLUSHDB", "cmdstat_config|resetstat": "CONFIG|RESETSTAT",
+	} {
+		info := map[string]string{"evicted_keys": "0", "second_repl_offset": "-1", field: "calls=1"}
+		require.Contains(t, judgeNote(info), words+" since the server started: it will then sit out", field)
+	}
+	require.Contains(t, judgeNote(map[string]string{"evicted_keys": "3", "second_repl_offset": "-1"}), "evicted keys (3)")
+	require.Contains(t, judgeNote(map[string]string{"evicted_keys": "0", "second_repl_offset": "1234"}), "a promotion from replica")
+}
+
+// TestMarkerKey: the marker lies under the prefix, cut at its first brace
+// as the library cuts it from a lock key.
+func TestMarkerKey(t *testing.T) {
+	require.Equal(t, "redlock:~trust", markerKey("redlock:"))
+	require.Equal(t, "app:~trust", markerKey("app:"))
+	require.Equal(t, "app:~trust", markerKey("app:{tag}:"))
+	require.Equal(t, `a\*b\?\[c\]\\`, globEscape(`a*b?[c]\`))
 }
 
 // TestCheckMemory: the memory row from INFO memory.

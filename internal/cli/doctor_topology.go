@@ -33,14 +33,14 @@ func (n *doctorNode) examine(ctx context.Context, prefix string, timeout, rejoin
 	case nodeurl.Cluster:
 		return examineCluster(ctx, n.spec.Name, n.client.(*redis.ClusterClient), prefix, timeout, rejoin)
 	case nodeurl.Sentinel:
-		t := target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Sentinel, key: key, rejoin: rejoin}
+		t := target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Sentinel, key: key, rejoin: rejoin, prefix: prefix}
 		if addr := sentinelPrimary(ctx, n.spec.FailoverOptions, timeout); addr != "" {
 			t.note = " (current primary " + addr + ", as the sentinels name it)"
 		}
 		r := examine(ctx, t, timeout)
 		return &nodeResult{servers: []*nodeReport{r}, up: r.reachable}
 	}
-	r := examine(ctx, target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Standalone, key: key, rejoin: rejoin}, timeout)
+	r := examine(ctx, target{client: n.client.(*redis.Client), label: n.spec.Name, kind: nodeurl.Standalone, key: key, rejoin: rejoin, prefix: prefix}, timeout)
 	return &nodeResult{servers: []*nodeReport{r}, up: r.reachable}
 }
 
@@ -79,7 +79,7 @@ func examineCluster(ctx context.Context, name string, cc *redis.ClusterClient, p
 	var wg sync.WaitGroup
 	for i, m := range masters {
 		addr := m.Options().Addr
-		t := target{client: m, label: name + "/" + addr, kind: nodeurl.Cluster, key: keys[addr], rejoin: rejoin}
+		t := target{client: m, label: name + "/" + addr, kind: nodeurl.Cluster, key: keys[addr], rejoin: rejoin, prefix: prefix}
 		wg.Go(func() { nr.servers[i] = examine(ctx, t, timeout) })
 	}
 	wg.Wait()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -70,9 +71,9 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	require.True(t, res.OK)
 	require.Zero(t, res.Fail)
 	require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-	require.Len(t, res.Checks, 5*9+3)
+	require.Len(t, res.Checks, 5*10+3)
 	for _, s := range c.Servers() {
-		for _, name := range []string{"reachable", "version", "role", "persistence", "eviction", "scripts", "clock"} {
+		for _, name := range []string{"reachable", "version", "role", "persistence", "eviction", "trust", "scripts", "clock"} {
 			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s", s.Addr(), name)
 		}
 	}
@@ -81,17 +82,19 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	require.Regexp(t, `(?m)^NODE\s+CHECK\s+STATUS\s+DETAIL$`, r.stdout)
 	require.Contains(t, r.stdout, "appendonly yes, appendfsync always")
-	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 48 OK")
+	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 53 OK")
 }
 
-// TestE2EDoctorFlagsUnsafeNodes: eviction policies that can drop lock keys
-// and a replica are FAIL, no persistence and a primary with a replica WARN.
+// TestE2EDoctorFlagsUnsafeNodes: a replica is FAIL; an eviction policy
+// that can drop lock keys is WARN (the node sits out after an eviction,
+// and every lock reads INFO there) and FAIL with the data-loss rule off;
+// no persistence and a primary with a replica are WARN.
 func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 	t.Parallel()
 	primary := testutil.StartRedisServer(t)
 	lru := testutil.StartRedisServer(t, testutil.WithConfig("maxmemory-policy allkeys-lru", "maxmemory 100mb"))
 	noAOF := testutil.StartRedisServer(t, testutil.WithConfig("appendonly no"))
-	volatile := testutil.StartRedisServer(t, testutil.WithConfig("maxmemory-policy volatile-ttl"))
+	volatile := testutil.StartRedisServer(t, testutil.WithConfig("maxmemory-policy volatile-ttl", "maxmemory 100mb"))
 	replica := testutil.StartRedisServer(t, testutil.WithConfig("replicaof 127.0.0.1 "+strconv.Itoa(primary.Port())))
 	waitFor(t, 10*time.Second, "the replica to connect", func() bool {
 		info, err := primary.Do(t.Context(), "INFO", "replication").Text()
@@ -100,13 +103,13 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 
 	urls := []string{primary.URL(), lru.URL(), noAOF.URL(), volatile.URL(), replica.URL()}
 	r, res, checks := doctorChecks(t, urls)
-	requireCode(t, r, exitFailure, "doctor: 3 checks FAIL")
+	requireCode(t, r, exitFailure, "doctor: 1 check FAILs")
 	require.False(t, res.OK)
-	require.Equal(t, 3, res.Fail)
+	require.Equal(t, 1, res.Fail)
 
 	want := map[string]string{
-		lru.Addr() + " eviction":         statusFail,
-		volatile.Addr() + " eviction":    statusFail,
+		lru.Addr() + " eviction":         statusWarn,
+		volatile.Addr() + " eviction":    statusWarn,
 		replica.Addr() + " role":         statusFail,
 		primary.Addr() + " role":         statusWarn,
 		noAOF.Addr() + " persistence":    statusWarn,
@@ -119,19 +122,30 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 		lru.Addr() + " reachable":        statusOK,
 		noAOF.Addr() + " version":        statusOK,
 		volatile.Addr() + " persistence": statusOK,
+		lru.Addr() + " trust":            statusOK,
+		primary.Addr() + " trust":        statusOK,
 	}
 	for key, status := range want {
 		require.Equal(t, status, checks[key].Status, "%s: %+v", key, checks[key])
 	}
 	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "allkeys-lru can evict lock and fence keys")
+	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "the node then grants nothing for the 10s rejoin delay")
+	require.Contains(t, checks[lru.Addr()+" trust"].Detail, "maxmemory 104857600 with maxmemory-policy allkeys-lru: the server may evict keys, so every lock reads INFO here")
+	require.True(t, checks[lru.Addr()+" trust"].Trust.MayEvict)
+	require.False(t, checks[primary.Addr()+" trust"].Trust.MayEvict)
 	require.Contains(t, checks[replica.Addr()+" role"].Detail, fmt.Sprintf("replica of 127.0.0.1:%d", primary.Port()))
 	require.Contains(t, checks[noAOF.Addr()+" persistence"].Detail, "appendonly no: a restart forgets")
 
 	r = cli(t, nodesEnv(urls), "doctor")
 	requireCode(t, r, exitFailure, "")
-	require.Regexp(t, `(?m)^`+lru.Addr()+`\s+eviction\s+FAIL\s+maxmemory-policy allkeys-lru`, r.stdout)
+	require.Regexp(t, `(?m)^`+lru.Addr()+`\s+eviction\s+WARN\s+maxmemory-policy allkeys-lru`, r.stdout)
 	require.Regexp(t, `(?m)^`+replica.Addr()+`\s+role\s+FAIL\s+replica of`, r.stdout)
-	require.Contains(t, r.stdout, "doctor: 3 FAIL, 3 WARN") // the appendonly-no node is also rejoining
+	require.Contains(t, r.stdout, "doctor: 1 FAIL, 5 WARN") // the appendonly-no node is also rejoining
+
+	// With the data-loss rule off, nothing makes an evicting node sit out.
+	r = cli(t, nodesEnv(urls[1:4]), "doctor", "--json", "--rejoin-delay", "0")
+	requireCode(t, r, exitFailure, "doctor: 2 checks FAIL")
+	require.Contains(t, r.stdout, "--rejoin-delay 0 turns off the rule that makes a node that evicted sit out")
 }
 
 // TestE2EDoctorNodeSet: checks on the node set as a whole.
@@ -254,4 +268,72 @@ func TestE2EDoctorMinimalACL(t *testing.T) {
 	r = cli(t, nodesEnv(urls[:1]), "doctor", "--json", "--prefix", "other:")
 	requireCode(t, r, exitFailure, "doctor: 1 check FAILs")
 	require.Contains(t, r.stdout, "EVALSHA refused: the ACL does not let this user use keys under --prefix (NOPERM")
+}
+
+// TestE2EDoctorTrust: the trust row after a lock (trusted since the
+// server started: durable, nothing lost), after a FLUSHALL (no marker; INFO
+// shows the FLUSHALL) and once a lock noticed the loss (sitting out, why
+// and for how long). An ACL user that may not run INFO in a script is
+// FAIL: the node could not judge a loss.
+func TestE2EDoctorTrust(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	const delay = time.Minute // far longer than the test: the node still sits out when doctor looks
+	l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 10 * time.Second, RejoinDelay: delay})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	lock := func() {
+		t.Helper()
+		lease, err := l.TryAcquire(t.Context(), "r")
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(t.Context()))
+	}
+	lock()
+
+	_, res, checks := doctorChecks(t, c.URLs())
+	require.True(t, res.OK, "%+v", res.Checks)
+	for _, s := range c.Servers() {
+		ch := checks[s.Addr()+" trust"]
+		require.Equal(t, statusOK, ch.Status, "%+v", ch)
+		require.Contains(t, ch.Detail, "trusted since ")
+		require.Equal(t, trustTrusted, ch.Trust.State)
+		require.Equal(t, "redlock:~trust", ch.Trust.Marker)
+		require.True(t, ch.Trust.InfoInScripts)
+		require.NotEmpty(t, ch.Trust.Since)
+	}
+
+	flushed := c.Server(0)
+	require.NoError(t, flushed.Do(t.Context(), "FLUSHALL").Err())
+	_, _, checks = doctorChecks(t, c.URLs())
+	ch := checks[flushed.Addr()+" trust"]
+	require.Equal(t, statusWarn, ch.Status, "%+v", ch)
+	require.Equal(t, "no marker yet (the first lock will judge from INFO); INFO shows FLUSHALL since the server started: it will then sit out for the rejoin delay", ch.Detail)
+	require.Equal(t, trustNoMarker, ch.Trust.State)
+
+	lock() // the other two grant; the flushed node notices the loss
+	r, res, checks := doctorChecks(t, c.URLs())
+	requireCode(t, r, exitOK, "")
+	ch = checks[flushed.Addr()+" trust"]
+	require.Equal(t, statusWarn, ch.Status, "%+v", ch)
+	require.Regexp(t, `^sitting out for \S+ more \(until .+\): the server lost data while running \(FLUSHALL or FLUSHDB`, ch.Detail)
+	require.Equal(t, trustSittingOut, ch.Trust.State)
+	require.Equal(t, "lost", ch.Trust.Why)
+	require.InDelta(t, delay.Seconds(), ch.Trust.WaitSeconds, 30, "the node sits out about the rejoin delay")
+	require.Equal(t, 1, res.Warn, "%+v", res.Checks)
+	require.Equal(t, statusOK, checks[c.Server(1).Addr()+" trust"].Status)
+
+	r = cli(t, nodesEnv(c.URLs()), "doctor")
+	require.Regexp(t, `(?m)^`+flushed.Addr()+`\s+trust\s+WARN\s+sitting out for `, r.stdout)
+	t.Logf("doctor after a FLUSHALL:\n%s", r.stdout)
+
+	// A user that may run scripts but not INFO: not safe.
+	noInfo := slices.DeleteFunc(testutil.LockerACL("redlock:"), func(r string) bool { return r == "+info" })
+	require.NoError(t, c.Server(1).SetACLUser(t.Context(), "noinfo", "acl-pw", noInfo...))
+	r, res, checks = doctorChecks(t, []string{c.Server(1).UserURL("noinfo", "acl-pw")})
+	requireCode(t, r, exitFailure, "")
+	ch = checks[c.Server(1).Addr()+" trust"]
+	require.Equal(t, statusFail, ch.Status, "%+v", ch)
+	require.Contains(t, ch.Detail, "not safe: INFO inside a script failed for this user (ERR The user executing the script can't run this command")
+	require.False(t, ch.Trust.InfoInScripts)
+	require.False(t, res.OK)
 }

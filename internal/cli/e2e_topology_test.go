@@ -120,16 +120,22 @@ func TestE2EThreeClusters(t *testing.T) {
 		require.Equal(t, 3, res.Nodes)
 		require.Equal(t, 2, res.Quorum)
 		require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-		require.Len(t, res.Checks, 3*(1+3*9)+3)
+		require.Len(t, res.Checks, 3*(1+3*10)+3)
 		for _, c := range clusters {
 			name := nodeName(t, c.URL())
 			require.Equal(t, statusOK, checks[name+" cluster_state"].Status)
 			require.Contains(t, checks[name+" cluster_state"].Detail, "cluster_state ok on 3 of 3 primaries, 16384 hash slots assigned")
 			for i := range c.Len() {
 				shard := name + "/" + c.Shard(i).Addr()
-				for _, check := range []string{"reachable", "version", "role", "persistence", "eviction", "scripts", "clock"} {
+				for _, check := range []string{"reachable", "version", "role", "persistence", "eviction", "trust", "scripts", "clock"} {
 					require.Equal(t, statusOK, checks[shard+" "+check].Status, "%s %s: %+v", shard, check, checks[shard+" "+check])
 				}
+				// The lock commands left a marker in each slot they used.
+				tr := checks[shard+" trust"]
+				require.Regexp(t, `^\d+ slot markers?; the latest trusted since `, tr.Detail)
+				require.Equal(t, "redlock:{*}~trust", tr.Trust.Marker)
+				require.Positive(t, tr.Trust.SlotMarkers)
+				require.Zero(t, tr.Trust.SlotsWaiting)
 				require.Contains(t, checks[shard+" version"].Detail, "(cluster)")
 				// Each shard ran the script on a key of its own slots.
 				require.Contains(t, checks[shard+" scripts"].Detail, "EVALSHA and EVAL both ran the read-only inspect script on redlock:{redlock-doctor-")
@@ -142,7 +148,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		requireCode(t, r, exitOK, "")
 		name := nodeName(t, urls[0])
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(name+"/"+clusters[0].Shard(1).Addr())+`\s+scripts\s+OK\s+EVALSHA and EVAL`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 87 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 96 OK: no FAIL")
 		t.Logf("doctor on three clusters:\n%s", r.stdout)
 	})
 
@@ -158,6 +164,26 @@ func TestE2EThreeClusters(t *testing.T) {
 		require.Equal(t, statusFail, v.Status, "%+v", res.Checks)
 		require.Contains(t, v.Detail, "a redis:// URL reaches this one shard only")
 		require.Contains(t, v.Detail, "name the whole cluster as one node with redis+cluster://"+member.Addr())
+	})
+
+	// A flushed shard: the next lock in one of its slots makes that slot
+	// sit out (the other clusters grant); doctor counts it.
+	t.Run("flushed shard", func(t *testing.T) {
+		c := clusters[0]
+		require.NoError(t, c.Shard(0).Do(t.Context(), "FLUSHALL").Err())
+		r := cli(t, env, "acquire", perShard[0][0], "--json", "--ttl", "30s", "--rejoin-delay", "1m")
+		requireCode(t, r, exitOK, "")
+		require.Len(t, decode(t, r)["granted"], 2)
+		token := decode(t, r)["token"].(string)
+		_, _, checks := doctorChecks(t, urls)
+		tr := checks[nodeName(t, c.URL())+"/"+c.Shard(0).Addr()+" trust"]
+		require.Equal(t, statusWarn, tr.Status, "%+v", tr)
+		require.Regexp(t, `^1 slot marker; 1 sitting out, the longest for \S+ more: the server lost data while running`, tr.Detail)
+		require.Equal(t, trustSittingOut, tr.Trust.State)
+		require.Equal(t, 1, tr.Trust.SlotsWaiting)
+		require.Equal(t, "lost", tr.Trust.Why)
+		r = cli(t, env, "release", perShard[0][0], "--token", token)
+		requireCode(t, r, exitOK, "")
 	})
 
 	// Last: it kills a shard.
@@ -213,7 +239,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r, res, checks := doctorChecks(t, urls)
 		requireCode(t, r, exitOK, "")
 		require.Equal(t, 3, res.Nodes)
-		require.Len(t, res.Checks, 3*9+3)
+		require.Len(t, res.Checks, 3*10+3)
 		require.Equal(t, 2, res.Warn, "checks: %+v", res.Checks)
 		for _, g := range groups {
 			name := nodeName(t, g.URL())
@@ -232,7 +258,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r = cli(t, env, "doctor")
 		requireCode(t, r, exitOK, "")
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(nodeName(t, urls[1]))+`\s+role\s+WARN\s+the group's current primary`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 28 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 31 OK: no FAIL")
 		t.Logf("doctor on two Sentinel groups and a server:\n%s", r.stdout)
 	})
 }
