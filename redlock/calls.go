@@ -142,6 +142,9 @@ type releaseArgs struct {
 	// the rule is off).
 	marker string
 	place  string
+	// notify, when set, is the lock key whose release channel announces
+	// the release instead of keys[0]'s.
+	notify string
 	// list holds the script's arguments once built (prepare).
 	list []any
 }
@@ -150,7 +153,11 @@ type releaseArgs struct {
 // the same hand-over.
 func (a *releaseArgs) prepare() {
 	// The servers are left to the node (""): a hand-over reads INFO.
-	a.list = []any{a.token, releaseChannel(a.keys[0]), releaseID(a.token), "", "", a.place, "", ""}
+	ch := a.keys[0]
+	if a.notify != "" {
+		ch = a.notify
+	}
+	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "", "", a.place, "", ""}
 	a.setHandOver()
 }
 

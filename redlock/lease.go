@@ -28,6 +28,10 @@ type Lease struct {
 	resource string
 	key      string
 	keys     []string // lockKeys(key)
+	// notify is the lock key on whose release channel the lease's release
+	// is announced, when not key: a reader's, the read-write lock's (so
+	// that a waiting writer hears it).
+	notify string
 	token    string
 	fence    fencing.Token
 	granted  []string
@@ -338,5 +342,5 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 
 // releaseArgs is the lease's release call.
 func (ls *Lease) releaseArgs() releaseArgs {
-	return releaseArgs{keys: ls.keys, token: ls.token, place: ls.place}
+	return releaseArgs{keys: ls.keys, token: ls.token, place: ls.place, notify: ls.notify}
 }

@@ -184,6 +184,7 @@ func (rw *RWLock) attemptRead(ctx context.Context) ([]*Lease, *AcquireError, err
 	token := newToken()
 	rk := rw.prefix + token
 	ls := newKeyedLease(l, rw.resource, []string{rk, rw.keys[1], rk + ":queue", rk + ":queue:exp"}, token)
+	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
 	return l.attemptCombined(ctx, combined{what: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (multiGrant, error) {
 		return rw.grantOn(ctx, i, ls, func(g grantGate) (any, error) {

@@ -216,6 +216,42 @@ func TestAReaderWaitsForTheWritersRelease(t *testing.T) {
 	require.Greater(t, r.Fence(), w.Fence())
 }
 
+// TestAWriterWaitsForTheReadersRelease: Acquire (a writer, in another
+// Locker, as another process) waits while a reader holds the lock and is
+// woken by the reader's release, which is announced on the read-write
+// lock's channel: not by its backoff (an hour), the reader's TTL (30 s),
+// nor its intent's renewal (every QueueTTL/3, 10 s).
+func TestAWriterWaitsForTheReadersRelease(t *testing.T) {
+	nodes := testutil.NewMiniCluster(t, 3).Nodes()
+	cfg := slowPolling(redlock.Config{LeaseDuration: 30 * time.Second})
+	readers, writers := newRW(t, newLocker(t, nodes, cfg)), newRW(t, newLocker(t, nodes, cfg))
+	ctx := testutil.Context(t)
+	r, err := readers.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	got := make(chan *redlock.Lease, 1)
+	go func() {
+		w, err := writers.Acquire(ctx)
+		if err != nil {
+			t.Errorf("writer: %v", err)
+		}
+		got <- w
+	}()
+	require.Eventually(t, func() bool {
+		st, err := readers.Inspect(ctx)
+		return err == nil && st.WritersWaiting > 0
+	}, 10*time.Second, 5*time.Millisecond, "the writer never waited")
+	time.Sleep(100 * time.Millisecond) // let its subscription reach the nodes; not a timing assertion
+	require.NoError(t, r.Release(ctx))
+	select {
+	case w := <-got:
+		require.NotNil(t, w)
+		require.Greater(t, w.Fence(), r.Fence())
+		require.NoError(t, w.Release(ctx))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer was not woken by the reader's release")
+	}
+}
+
 // TestRWLeasesRenewAndFenceLikeMutexLeases: a reader's and a writer's
 // lease renew (the lock outlives several lease durations), and a fence
 // step settles a reader's token where the counters disagree.
