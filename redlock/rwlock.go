@@ -88,7 +88,7 @@ func (rw *RWLock) intentTTL() time.Duration {
 // When readers or a writer hold it the error wraps ErrNotAcquired and is
 // an *AcquireError. It records no intent: readers are not held up by it.
 func (rw *RWLock) TryAcquire(ctx context.Context) (*Lease, error) {
-	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptWrite(ctx, "") })
+	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptWrite(ctx, "", nil) })
 }
 
 // TryAcquireShared makes one attempt to take the lock shared (a reader).
@@ -113,17 +113,22 @@ func (rw *RWLock) once(ctx context.Context, attempt func() ([]*Lease, *AcquireEr
 // ends (the error then wraps ctx.Err(), never ErrNotAcquired). While it
 // waits, its intent stands on the nodes that refused it, so new readers
 // wait behind it; it takes the intent back when it returns. It is woken
-// by a writer's release announced by a majority; readers' releases are
-// not announced to it, so it retries on its backoff, never later than the
-// longest reader's TTL or a third of the intent's TTL.
+// by every release of the lock, a reader's or a writer's, and otherwise
+// retries on its backoff, never later than the longest reader's TTL or a
+// third of the intent's TTL.
 func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
 	id := newToken()[:16]
 	intended := false
+	// Any attempt may record the intent on a node that refuses, even one
+	// that succeeds elsewhere, or whose calls outlive a context that ended
+	// meanwhile: once one ran, the intent is taken back.
+	var last *Lease
 	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], rw.intentTTL()/3, func() ([]*Lease, *AcquireError, error) {
-		return rw.attemptWrite(ctx, id)
-	}, func() { intended = true })
+		intended = true
+		return rw.attemptWrite(ctx, id, &last)
+	}, nil)
 	if intended {
-		rw.withdraw(id)
+		rw.withdraw(id, last)
 	}
 	if err != nil {
 		return nil, err
@@ -146,15 +151,19 @@ func (rw *RWLock) AcquireShared(ctx context.Context) (*Lease, error) {
 }
 
 // withdraw takes a waiting writer's intent back on every node, in the
-// background (bounded by NodeCallTimeout); a node that misses it lets the
-// intent lapse.
-func (rw *RWLock) withdraw(id string) {
+// background (bounded by NodeCallTimeout), once the calls of its last
+// attempt (last, when not nil) have ended: a late one could record the
+// intent again. A node that misses it lets the intent lapse.
+func (rw *RWLock) withdraw(id string, last *Lease) {
 	l := rw.l
 	if !l.enter() {
 		return
 	}
 	go func() {
 		defer l.bg.Done()
+		if last != nil {
+			last.acquiring.Wait()
+		}
 		l.yesNo(context.Background(), "withdraw", l.allIdxs(), allAnswers, func(ctx context.Context, i int) (bool, error) {
 			reply, err := l.nodes[i].Eval(ctx, scripts.RWWithdraw, []string{rw.intent}, id)
 			return reply == int64(1), scriptErr(err, "")
@@ -164,9 +173,12 @@ func (rw *RWLock) withdraw(id string) {
 
 // attemptWrite is one writer's attempt; id is the waiting writer's id ("":
 // it records no intent).
-func (rw *RWLock) attemptWrite(ctx context.Context, id string) ([]*Lease, *AcquireError, error) {
+func (rw *RWLock) attemptWrite(ctx context.Context, id string, last **Lease) ([]*Lease, *AcquireError, error) {
 	l := rw.l
 	ls := newKeyedLease(l, rw.resource, rw.keys, newToken())
+	if last != nil {
+		*last = ls
+	}
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
 	return l.attemptCombined(ctx, combined{what: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (multiGrant, error) {
 		return rw.grantOn(ctx, i, ls, func(g grantGate) (any, error) {
