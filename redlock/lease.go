@@ -31,10 +31,10 @@ type Lease struct {
 	// notify is the lock key on whose release channel the lease's release
 	// is announced, when not key: a reader's, the read-write lock's (so
 	// that a waiting writer hears it).
-	notify string
-	token    string
-	fence    fencing.Token
-	granted  []string
+	notify  string
+	token   string
+	fence   fencing.Token
+	granted []string
 	// place is the fair Acquire's place in the wait queue, which the
 	// release removes from the nodes that did not grant ("" for none).
 	place string
