@@ -110,8 +110,18 @@ func fence(ctx context.Context, n Node, keys []string, token string, f fencing.T
 
 // renew extends token's lock to ttl; it never re-creates an expired lock.
 // It reports whether token held the lock.
-func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration) (bool, error) {
-	return evalFlag(ctx, n, scripts.Renew, keys[:1], token, nodeTTL(ttl))
+// step is the seed step, which sets how long the lock's fence counter
+// lives on (fenceLife).
+func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step string) (bool, error) {
+	return evalFlag(ctx, n, scripts.Renew, keys[:2], token, nodeTTL(ttl), fenceLife(step))
+}
+
+// fenceLife is how long a fence counter lives after its last change, in
+// milliseconds, for seed step step (µs): four steps, at least a second, as
+// scripts/counter.lua's c_life.
+func fenceLife(step string) int64 {
+	us, _ := strconv.ParseInt(step, 10, 64)
+	return max((4*us+999)/1000, 1000)
 }
 
 // evalFlag runs a script that answers 0 or 1, with token its first
@@ -260,8 +270,8 @@ func leave(ctx context.Context, n Node, a leaveArgs) error {
 
 // rehold sets the lock, held by token from, to value for ttl, and returns
 // the fence counter; ok is false when from does not hold it.
-func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl time.Duration) (c fencing.Token, ok bool, err error) {
-	reply, err := n.Eval(ctx, scripts.Rehold, keys[:2], from, value, nodeTTL(ttl))
+func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl time.Duration, step string) (c fencing.Token, ok bool, err error) {
+	reply, err := n.Eval(ctx, scripts.Rehold, keys[:2], from, value, nodeTTL(ttl), step)
 	if err != nil {
 		return 0, false, scriptErr(err, from)
 	}

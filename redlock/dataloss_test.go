@@ -325,3 +325,34 @@ func TestEveryGrantingCallSeesTheLoss(t *testing.T) {
 	require.Greater(t, r.Fence(), w.Fence(), "a reader after the loss is above the writer before it")
 	require.NoError(t, r.Release(ctx))
 }
+
+// TestALockOutlivesItsCounterSafely: fence counters expire (twice the
+// rejoin delay after their last change), but a lock can stand longer:
+// renewals keep its counter alive, and a counter that is gone anyway (here
+// deleted) while the lock stands is counted again from the node's clock
+// when the holder's call is retried: the reply carries a counter, never
+// nothing. (From the clock rounded to the seed step: after a real expiry,
+// at least twice the rejoin delay later, it is above the one before,
+// docs/design.md §6.1; here, deleted at once, it may equal it.)
+func TestALockOutlivesItsCounterSafely(t *testing.T) {
+	s := testutil.StartRedisServer(t)
+	ctx := testutil.Context(t)
+	node := s.Node()
+	const key = "redlock:{outlive}"
+	g, err := redlock.NodeAcquire(ctx, node, key, tokenA, "a", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.OK)
+	require.NoError(t, s.Do(ctx, "PEXPIRE", key+":fence", 100).Err())
+	ok, err := redlock.NodeRenew(ctx, node, key, tokenA, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ttl, err := s.Do(ctx, "PTTL", key+":fence").Int64()
+	require.NoError(t, err)
+	require.Greater(t, ttl, int64(1000), "the renewal gave the counter its life again")
+
+	require.NoError(t, s.Do(ctx, "DEL", key+":fence").Err())
+	again, err := redlock.NodeAcquire(ctx, node, key, tokenA, "a", time.Minute) // a retry: the token holds the lock
+	require.NoError(t, err)
+	require.True(t, again.OK)
+	require.GreaterOrEqual(t, again.Counter, g.Counter)
+}

@@ -235,7 +235,7 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 	select {
 	case a = <-got:
 		require.NoError(t, a.err)
-	case <-time.After(15 * time.Second):
+	case <-time.After(25 * time.Second):
 		mu.Lock()
 		defer mu.Unlock()
 		t.Fatalf("the waiter was not woken after the failover; the Locker's events:\n%s", strings.Join(events, "\n"))
@@ -243,7 +243,11 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 	handoff := a.at.Sub(released)
 	t.Logf("hand-off %v after the release, %v after the switch", handoff, a.at.Sub(switched))
 	require.GreaterOrEqual(t, a.at.Sub(switched), delay-50*time.Millisecond, "the promoted replica granted within the rejoin delay")
-	require.Less(t, handoff, delay+5*time.Second)
+	// Usually within milliseconds of the delay's end; but a node still
+	// silent when an attempt is decided (the promoted group, busy with the
+	// switch) can leave the waiter on its place's renewal period,
+	// QueueTTL/3 (10 s here), as a loaded CI run showed.
+	require.Less(t, handoff, delay+10*time.Second+5*time.Second)
 	require.Greater(t, a.lease.Fence(), holder.Fence())
 	require.NoError(t, <-failed)
 

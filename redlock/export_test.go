@@ -33,7 +33,7 @@ func NodeFence(ctx context.Context, n Node, key, token string, f fencing.Token) 
 
 // NodeRenew runs the renew script on n.
 func NodeRenew(ctx context.Context, n Node, key, token string, ttl time.Duration) (bool, error) {
-	return renew(ctx, n, lockKeys(key), token, ttl)
+	return renew(ctx, n, lockKeys(key), token, ttl, "1000000")
 }
 
 // NodeRelease runs the release script on n, without a hand-over.

@@ -107,7 +107,7 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 	for {
 		start := time.Now()
 		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, i int) (bool, error) {
-			return renew(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration)
+			return renew(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration, l.seedStep)
 		})
 		var votes tally
 		gather(ctx, replies, deadline, n, func(r reply[bool]) bool {

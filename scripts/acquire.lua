@@ -44,6 +44,9 @@ local fence, bad = nil, nil
 if l_holds(cur, ARGV[1]) then
   fence, bad = c_read(KEYS[2])
   if bad then return redis.error_reply(bad) end
+  -- (A counter that expired while the lock stood is counted again from
+  -- the clock, above every token it counted.)
+  if not fence then fence = c_count(KEYS[2], false, '', ARGV[5]) end
   return {1, fence, redis.call('PTTL', KEYS[1])}
 end
 local wid = ARGV[6] or ''
@@ -54,6 +57,7 @@ if cur and wid ~= '' then
   if l_holds(cur, l_token(value)) then
     fence, bad = c_read(KEYS[2])
     if bad then return redis.error_reply(bad) end
+    if not fence then fence = c_count(KEYS[2], false, '', ARGV[5]) end
     return {2, fence, redis.call('PTTL', KEYS[1])}
   end
 end

@@ -7,7 +7,8 @@
 -- and never touches a lock held by another token.
 -- KEYS[1] lock key, KEYS[2] fence key
 -- ARGV[1] the token that holds the lock, ARGV[2] the new value "<token>
--- <owner>", ARGV[3] TTL in milliseconds
+-- <owner>", ARGV[3] TTL in milliseconds, ARGV[4] (optional) the seed step
+-- of a counter created again (c_count)
 -- Returns {1, counter} when done, {0} when ARGV[1] does not hold the lock.
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
@@ -15,8 +16,11 @@ if not l_holds(v, ARGV[1]) then
   return {0}
 end
 local fence, bad = c_read(KEYS[2])
-if bad or not fence then
-  return redis.error_reply(bad or ('WRONGTYPE redlock fence key ' .. KEYS[2] .. ' holds no counter'))
+if bad then return redis.error_reply(bad) end
+if not fence then
+  -- The counter expired while the lock stood: count it again from the
+  -- node's clock (c_count), above every token it counted.
+  fence = c_count(KEYS[2], false, '', ARGV[4])
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {1, fence}

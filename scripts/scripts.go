@@ -74,9 +74,10 @@ var (
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence; ARGV = token, counter, seed step. Replies 1 when the caller holds the lock, else 0.
 	Fence = redis.NewScript(lockSrc + counterSrc + fenceSrc)
-	// Renew extends the caller's own lock: KEYS = lock; ARGV = token, ttl ms.
+	// Renew extends the caller's own lock and its fence counter's life:
+	// KEYS = lock, fence; ARGV = token, ttl ms, the counter's life ms.
 	// Replies 1 when extended, 0 when not held by the token.
-	Renew = redis.NewScript(lockSrc + renewSrc)
+	Renew = redis.NewScript(lockSrc + counterSrc + renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
 	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,
