@@ -38,6 +38,9 @@ run() {
 	local t0 t1
 	t0=$(date +%s.%N)
 	(cd "$d" && ./pan $panflags >pan.out 2>&1)
+	# with a named ltl claim (progress.pml) pan writes _<file>.trail, which
+	# spin -t reads; the copy is what the checks below look for
+	[ -s "$d/_$src.trail" ] && cp "$d/_$src.trail" "$d/$src.trail"
 	t1=$(date +%s.%N)
 	local errors states depth secs
 	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$d/pan.out" | tail -n 1)
@@ -91,20 +94,30 @@ start() {
 EXH="-m100000 -c1"  # exhaustive depth-first search, stop at the first error
 COL="-DCOLLAPSE"    # lossless state compression
 
+# Progress (liveness, progress.pml): acceptance cycles of the ltl property
+# under weak fairness (pan -a -f); NFAIR=3: more than 6 processes. The
+# default run checks the configuration that finishes (docs/model.md,
+# "Progress"): one client crash with everything it leaves behind (its
+# windows end, its keys expire, its places lapse), attempts apart in both
+# phases, no proposals, no time passing for live clients after the faults.
+# Stored without compression (about 700 MB): COLLAPSE made it 1.6 times
+# slower. Started first: the longest run. MODEL_PROGRESS=1 also runs the
+# full model (every fault kind at once, overlapping attempts in the first
+# phase), which SPIN refutes (node 2 down leaves each waiter a minority of
+# hand-overs; docs/model.md): that run is expected to fail.
+LIVE="-a -f -m100000 -c1"
+PROG="-DFAULTS=2 -DAPART1 -DNOPR -DHWEND=0"
+start progress holds progress.pml "$LIVE" "-DNFAIR=3" $PROG
+if [ "${MODEL_PROGRESS:-0}" = 1 ]; then
+	start progress-all holds progress.pml "$LIVE" "$COL -DNFAIR=3"
+fi
+
 # The real model: no error in any reachable state.
 start core     holds redlock.pml "$EXH" "$COL" -DMAXA=1 -DMAXB=1 -DMAXR=1
 start leases   holds redlock.pml "$EXH" "$COL" -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 start queue    holds redlock.pml "$EXH" "$COL" -DQUEUE -DMAXA=1 -DMAXB=1 -DMAXR=0 -DNOLATE
 start fence5   bounded redlock.pml "-m20 -c1" "$COL" -DN=5 -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
 start semaphore holds semaphore.pml "$EXH" "$COL"
-# Progress (liveness): acceptance cycles of the ltl property under weak
-# fairness (pan -a -f); NFAIR=3: more than 6 processes.
-# Not yet part of make model: the search takes minutes (docs/model.md,
-# "Progress"); MODEL_PROGRESS=1 runs it and its mutant.
-LIVE="-a -f -m100000 -c1"
-if [ "${MODEL_PROGRESS:-0}" = 1 ]; then
-	start progress holds progress.pml "$LIVE" "$COL -DNFAIR=3"
-fi
 
 # The mutants: each must be refuted. Breadth-first search (BFS) finds
 # the shortest counterexample; no-confirm at N = 5 uses a depth-bounded
@@ -113,9 +126,7 @@ BFS="-DCOLLAPSE -DBFS"
 start no-confirm  refuted redlock.pml "-m20 -c1" "$COL" -DN=5 -DNOCONFIRM -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
 start no-relcheck refuted redlock.pml "$EXH" "$BFS" -DNORELCHECK -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNORENEW
 start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1 -DMAXR=1 -DNOLATE -DNORENEW
-if [ "${MODEL_PROGRESS:-0}" = 1 ]; then
-	start no-skip refuted progress.pml "$LIVE" "$COL -DNFAIR=3" -DNOSKIP
-fi
+start no-skip     refuted progress.pml "$LIVE" "$COL -DNFAIR=3" $PROG -DNOSKIP
 start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 
 wait
