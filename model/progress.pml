@@ -19,7 +19,9 @@
  * validity window ending early, a live waiter's place lapsing, a
  * hand-over message lost, one node down for good (node 2: the nodes are
  * symmetric), one client crashed for good. In both phases: time passes
- * (a call's hand-over window ends), a crashed client's windows end, lock
+ * (a call's hand-over window ends; after the faults only with HWEND, the
+ * default; a call renews its hand-overs once its window ended), a
+ * crashed client's windows end, lock
  * keys that no open window pins expire, and places of clients that no
  * longer renew them lapse.
  *
@@ -27,7 +29,13 @@
  * removed: it stays the head), NOBRING (mutant: a waiter does not bring
  * its highest ticket to the other nodes, rule 2 of docs/design.md 11.1),
  * OVERLAP (no separation of attempts after the faults: the split-vote
- * livelock of docs/model.md).
+ * livelock of docs/model.md), APART1 (attempts apart in the first phase
+ * too), FAULTS=<mask> (the fault kinds of the first phase: 1 messages
+ * lost, 2 a client crash, 4 node 2 down, 8 windows ending early; 15 by
+ * default), NOPR (no arrival-time proposals: a newcomer's ticket is one
+ * above the last place's), HWEND=0 (no live client's hand-over window
+ * ends after the faults). make model checks -DFAULTS=2 -DAPART1 -DNOPR
+ * -DHWEND=0 (docs/model.md, "Progress"); the full model is refuted.
  */
 
 #define N 3
@@ -68,7 +76,6 @@ bit dead[N];      /* down for good (node 2 only) */
 #define TALLY 2      /* counts its answers */
 #define HOLD 4       /* holds a lease */
 #define REHOLDING 6  /* moves its grants under its place's token */
-#define TRYHO 7      /* takes a lease from hand-overs */
 #define CRASHED 9    /* takes no step any more */
 byte cpc[C];
 byte cur[C];      /* token of the current attempt or lease, 0: none */
@@ -83,8 +90,20 @@ byte ans[C];      /* nodes that answered the current round */
 byte mt[C];       /* the highest ticket the call was given */
 byte pr[C];       /* the call's proposal (its arrival time) */
 bit fdone;        /* the faults have stopped */
-bit crash1;
-bit turn;         /* after the faults: whose attempt goes next after a failed one */       /* a client has crashed (at most one does) */
+bit crash1;       /* a client has crashed (at most one does) */
+bit turn;         /* after the faults: whose attempt goes next after a failed one */
+
+/* the fault kinds of the first phase (all by default; FAULTS=... picks) */
+#ifndef FAULTS
+#define FAULTS 15
+#endif
+#define LOSS (!fdone && (FAULTS & 1))   /* replies, clean-ups, hand-over messages lost */
+#define CRASH (!fdone && (FAULTS & 2))  /* a client crashes */
+#define DOWN (!fdone && (FAULTS & 4))   /* node 2 goes down */
+#define TIME (!fdone && (FAULTS & 8))   /* a live client's windows end early (its places lapse) */
+#ifndef HWEND
+#define HWEND 1
+#endif
 
 #define POP(m) (((m) & 1) + (((m) >> 1) & 1) + (((m) >> 2) & 1))
 #define BIT(n) (1 << (n))
@@ -103,8 +122,10 @@ ltl progress { [] (waiting -> <> granted) }
 /* a lock key is pinned (may not expire) while the window it was set to
  * outlive is open: an attempt's key while that attempt or its lease is
  * current and its window open, a key under a place token while the
- * call's hand-over window is open (as in redlock.pml) */
-#define PROT(n) (lock[n] != STALE && (ISPT(lock[n]) -> hw[OWNER(lock[n])] : \
+ * call's hand-over window is open (as in redlock.pml), or once a
+ * renewal round confirmed it (rehold after the window ended) */
+#define PROT(n) (lock[n] != STALE && (ISPT(lock[n]) -> (hw[OWNER(lock[n])] || \
+                   (cpc[OWNER(lock[n])] == REHOLDING && (km[OWNER(lock[n])] & BIT(n)))) : \
                  (cur[OWNER(lock[n])] == lock[n] && vt[OWNER(lock[n])])))
 
 /* Tickets are only compared, maxed and raised by one, so what matters of
@@ -285,7 +306,11 @@ inline deliver(c, n, rp) {
      fi
   :: rp && r == REHOLD && cpc[c] == REHOLDING ->
      ans[c] = ans[c] | BIT(n);
-     if :: r1 -> km[c] = km[c] | BIT(n); hom[P(n,c)] = 1 :: else -> skip fi
+     if
+     :: r1 -> km[c] = km[c] | BIT(n); hom[P(n,c)] = 1
+     :: !r1 && t0 == PT(c) -> hom[P(n,c)] = 0   /* the hand-over is gone */
+     :: else -> skip
+     fi
   :: else -> skip
   fi;
   printf("EV deliver %d %d %d %d %d %d %d %d %d\n", n, c, r, t0, ra[S(c,n)], r1, rv, rp, lock[n]);
@@ -330,6 +355,7 @@ inline valid_now(c) {
  * ticket there is (its arrival comes after theirs) */
 inline newcall(c) {
   hw[c] = 1; mt[c] = 0; pr[c] = 0;
+#ifndef NOPR
   t = 0; j = 0;
   do
   :: j < N*C -> if :: tk[j] > t -> t = tk[j] :: else -> skip fi; j++
@@ -338,15 +364,36 @@ inline newcall(c) {
   if :: mt[1 - c] > t -> t = mt[1 - c] :: else -> skip fi;
   if :: pr[1 - c] > t -> t = pr[1 - c] :: else -> skip fi;
   pr[c] = t + 1;
+#endif
   hom[P(0,c)] = 0; hom[P(1,c)] = 0; hom[P(2,c)] = 0;
   norm();
   cpc[c] = ATT
 }
 
+/* take a lease from the hand-overs, in the step that decided to (the
+ * answers are in: no time passes between them and the decision); the
+ * attempt's own grants that were not moved are cleaned up */
+inline tryho(c) {
+  h = POP(hom[P(0,c)] + 2*hom[P(1,c)] + 4*hom[P(2,c)]);
+  printf("EV tryho %d %d %d\n", c, h, hw[c]);
+  if
+  :: h >= Q && hw[c] ->
+     hol[c] = 1; valid_now(c);
+     n = 0;
+     do
+     :: n < N -> if :: (gm[c] & BIT(n)) && !(km[c] & BIT(n)) -> send(c, n, CLN, AT(c), 0) :: else -> skip fi; n++
+     :: else -> break
+     od;
+     n = 0; gm[c] = 0; km[c] = 0; ans[c] = 0; cur[c] = PT(c); vt[c] = 0
+  :: else -> cleanup(c)
+  fi;
+  h = 0
+}
+
 #define DELIVER(nn) \
   :: d_step { rk[S(c,nn)] != 0 -> rp = 1; deliver(c, nn, rp) } \
-  :: d_step { !fdone && (rk[S(c,nn)] == ACQ || rk[S(c,nn)] == REHOLD) -> rp = 0; deliver(c, nn, rp) } \
-  :: d_step { !fdone && rk[S(c,nn)] == CLN -> \
+  :: d_step { LOSS && (rk[S(c,nn)] == ACQ || rk[S(c,nn)] == REHOLD) -> rp = 0; deliver(c, nn, rp) } \
+  :: d_step { LOSS && rk[S(c,nn)] == CLN -> \
        printf("EV lost %d %d %d\n", nn, c, rk[S(c,nn)]); \
        if :: lock[nn] == rt[S(c,nn)] -> lock[nn] = STALE :: else -> skip fi; \
        rk[S(c,nn)] = 0; rt[S(c,nn)] = 0; ra[S(c,nn)] = 0 }
@@ -356,9 +403,12 @@ inline newcall(c) {
  * pause after a split vote (docs/design.md 11) is assumed to have
  * separated the attempts (docs/model.md, "Progress"; without it, the
  * split-vote livelock of -DOVERLAP) */
-#define INATT(c) (cpc[c] == TALLY || cpc[c] == REHOLDING || cpc[c] == TRYHO)
+#define INATT(c) (cpc[c] == TALLY || cpc[c] == REHOLDING)
 #ifdef OVERLAP
 #define APART(c) true
+#elif defined(APART1)
+#define APART(c) (!INATT(1 - (c)) && NOPEND(1 - (c)) && \
+                   (!fdone || turn != 1 - (c) || cpc[1 - (c)] != ATT))
 #else
 #define APART(c) (!fdone || (!INATT(1 - (c)) && NOPEND(1 - (c)) && \
                    (turn != 1 - (c) || cpc[1 - (c)] != ATT)))
@@ -383,6 +433,9 @@ end:
        /* a new attempt: its window opens; acquire sent to every node,
         * bringing the highest ticket the call was given */
        cur[c] = AT(c); vt[c] = 1; gm[c] = 0; km[c] = 0; ans[c] = 0;
+       /* a call that has a ticket never uses its proposal again (mt is
+        * at least it): forgotten, which merges states */
+       if :: mt[c] > 0 -> pr[c] = 0 :: else -> skip fi;
 #ifdef NOBRING
        printf("EV attempt %d 0\n", c);
        n = 0; do :: n < N -> send(c, n, ACQ, AT(c), 0); n++ :: else -> break od;
@@ -399,44 +452,37 @@ end:
           /* a majority granted: the lease (the fence round that settles
            * its token is left out, as are the counters) */
           valid_now(c); gm[c] = 0; ans[c] = 0
-       :: g < Q && g > 0 && h > 0 && g + h >= Q ->
+       :: g < Q && h > 0 && g + h >= Q && (g > 0 || !hw[c]) ->
           /* grants and hand-overs make a majority: the grants move under
-           * the place's token */
+           * the place's token; once the call's hand-over window has
+           * ended, the hand-overs are renewed under it too (the same
+           * script), and a majority that confirms opens a new window */
           km[c] = 0; ans[c] = 0; n = 0;
           do
-          :: n < N -> if :: gm[c] & BIT(n) -> send(c, n, REHOLD, AT(c), PT(c)) :: else -> skip fi; n++
+          :: n < N ->
+             if
+             :: gm[c] & BIT(n) -> send(c, n, REHOLD, AT(c), PT(c))
+             :: !(gm[c] & BIT(n)) && !hw[c] && hom[P(n,c)] -> send(c, n, REHOLD, PT(c), PT(c))
+             :: else -> skip
+             fi;
+             n++
           :: else -> break
           od;
           n = 0; cpc[c] = REHOLDING
-       :: g == 0 && h >= Q -> cpc[c] = TRYHO
+       :: g == 0 && h >= Q && hw[c] -> tryho(c)
        :: else -> cleanup(c)
        fi;
        g = 0; h = 0 }
-  :: d_step { cpc[c] == REHOLDING && READY(c) -> cpc[c] = TRYHO }
-  :: d_step { cpc[c] == TRYHO ->
-       h = POP(hom[P(0,c)] + 2*hom[P(1,c)] + 4*hom[P(2,c)]);
-       printf("EV tryho %d %d %d\n", c, h, hw[c]);
-       if
-       :: h >= Q && hw[c] ->
-          /* a lease from the hand-overs; the attempt's own grants that
-           * were not moved are cleaned up */
-          hol[c] = 1; valid_now(c);
-          n = 0;
-          do
-          :: n < N -> if :: (gm[c] & BIT(n)) && !(km[c] & BIT(n)) -> send(c, n, CLN, AT(c), 0) :: else -> skip fi; n++
-          :: else -> break
-          od;
-          n = 0; gm[c] = 0; km[c] = 0; ans[c] = 0; cur[c] = PT(c); vt[c] = 0
-       :: else -> cleanup(c)
-       fi;
-       h = 0 }
+  :: d_step { cpc[c] == REHOLDING && READY(c) ->
+       if :: !hw[c] && POP(km[c]) >= Q -> hw[c] = 1 :: else -> skip fi;
+       tryho(c) }
   :: d_step { cpc[c] == HOLD && NOPEND(c) ->
        /* release: the lease ends, release sent to every node; a new call */
        printf("EV release %d %d\n", c, cur[c]);
        n = 0; do :: n < N -> send(c, n, REL, cur[c], 0); n++ :: else -> break od; n = 0;
        held[c] = 0; hol[c] = 0; cur[c] = 0; vt[c] = 0; hw[c] = 0;
        newcall(c) }
-  :: d_step { LIVE(c) && !fdone && !crash1 ->
+  :: d_step { LIVE(c) && CRASH && !crash1 ->
        /* a crash: the client takes no step any more (its calls in flight
         * may still arrive; its windows end later) */
        printf("EV crash %d\n", c);
@@ -449,13 +495,13 @@ end:
 /* time and the faults of the nodes; the faults (!fdone) stop once stop
  * has run */
 #define ENVC(c) \
-  :: d_step { hw[c] && (cpc[c] == CRASHED || !fdone) -> printf("EV tickh %d\n", c); hw[c] = 0 } \
-  :: d_step { vt[c] && (cpc[c] == CRASHED || !fdone) -> printf("EV tick %d\n", c); vt[c] = 0 }
+  :: d_step { hw[c] && (cpc[c] == CRASHED || TIME || (fdone && HWEND)) -> printf("EV tickh %d\n", c); hw[c] = 0 } \
+  :: d_step { vt[c] && (cpc[c] == CRASHED || TIME) -> printf("EV tick %d\n", c); vt[c] = 0 }
 #define LAPSE(n, c) \
-  :: d_step { pl[P(n,c)] == 1 && !hw[c] && (cpc[c] == CRASHED || !fdone) -> \
+  :: d_step { pl[P(n,c)] == 1 && !hw[c] && (cpc[c] == CRASHED || TIME) -> \
        printf("EV lapse %d %d\n", n, c); pl[P(n,c)] = 2 }
 #define LOSEHO(n, c) \
-  :: d_step { !fdone && hom[P(n,c)] -> printf("EV holost %d %d\n", n, c); hom[P(n,c)] = 0 }
+  :: d_step { LOSS && hom[P(n,c)] -> printf("EV holost %d %d\n", n, c); hom[P(n,c)] = 0 }
 
 active proctype env() {
   byte t, j, m, d;
@@ -465,7 +511,7 @@ end:
   ENVC(1)
   LAPSE(0,0) LAPSE(0,1) LAPSE(1,0) LAPSE(1,1) LAPSE(2,0) LAPSE(2,1)
   LOSEHO(0,0) LOSEHO(0,1) LOSEHO(1,0) LOSEHO(1,1) LOSEHO(2,0) LOSEHO(2,1)
-  :: d_step { !fdone && !dead[2] ->
+  :: d_step { DOWN && !dead[2] ->
        /* node 2 goes down for good (a minority): its state no longer matters */
        printf("EV down 2\n"); dead[2] = 1; lock[2] = 0;
        pl[P(2,0)] = 0; tk[P(2,0)] = 0; pl[P(2,1)] = 0; tk[P(2,1)] = 0;
