@@ -100,7 +100,7 @@ COL="-DCOLLAPSE"    # lossless state compression
 # "Progress"): one client crash with everything it leaves behind (its
 # windows end, its keys expire, its places lapse), attempts apart in both
 # phases, no proposals, no time passing for live clients after the faults.
-# Stored without compression (about 700 MB): COLLAPSE made it 1.6 times
+# Stored without compression (about 800 MB): COLLAPSE made it 1.6 times
 # slower. Started first: the longest run. MODEL_PROGRESS=1 also runs what
 # is still open, expected to fail: progress-down (node 2 down alone: SPIN
 # refutes it in seconds, each waiter keeps a minority of hand-overs;
