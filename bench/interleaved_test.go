@@ -27,35 +27,7 @@ func BenchmarkInterleaved(b *testing.B) {
 		list := uncontendedImpls(b, c, n)[:3] // floor, redlock, redsync
 		for _, names := range []string{"fresh", "reused"} {
 			b.Run(fmt.Sprintf("N=%d/names=%s", n, names), func(b *testing.B) {
-				ctx := context.Background()
-				ws := make([]impls.Worker, len(list))
-				keys := make([][]string, len(list))
-				lat := make([][]time.Duration, len(list))
-				for j, impl := range list {
-					ws[j] = impl.NewWorker()
-					if err := cycle(ctx, ws[j], freshKeys(b, impl)[0]); err != nil {
-						b.Fatal(err)
-					}
-					keys[j] = freshKeys(b, impl)
-					if names == "reused" {
-						for i := range keys[j] {
-							keys[j][i] = keys[j][0]
-						}
-					}
-					lat[j] = make([]time.Duration, b.N)
-				}
-				var errs opErrors
-				b.ResetTimer()
-				for i := range b.N {
-					for k := range list {
-						j := (i + k) % len(list)
-						t0 := time.Now()
-						errs.note(cycle(ctx, ws[j], keys[j][i]))
-						lat[j][i] = time.Since(t0)
-					}
-				}
-				b.StopTimer()
-				errs.check(b, len(list)*b.N)
+				lat := interleave(b, list, names == "reused")
 				mean := make([]time.Duration, len(list))
 				for j, impl := range list {
 					var sum time.Duration
@@ -77,4 +49,41 @@ func BenchmarkInterleaved(b *testing.B) {
 			}
 		}
 	}
+}
+
+// interleave runs b.N acquire+release cycles of every implementation of
+// list, interleaved op by op in an order that rotates every iteration, on
+// a fresh name per op (or, reused, the same name every time), after one
+// warm-up cycle each; it returns each one's latencies, by op.
+func interleave(b *testing.B, list []*impls.Impl, reused bool) [][]time.Duration {
+	ctx := context.Background()
+	ws := make([]impls.Worker, len(list))
+	keys := make([][]string, len(list))
+	lat := make([][]time.Duration, len(list))
+	for j, impl := range list {
+		ws[j] = impl.NewWorker()
+		if err := cycle(ctx, ws[j], freshKeys(b, impl)[0]); err != nil {
+			b.Fatal(err)
+		}
+		keys[j] = freshKeys(b, impl)
+		if reused {
+			for i := range keys[j] {
+				keys[j][i] = keys[j][0]
+			}
+		}
+		lat[j] = make([]time.Duration, b.N)
+	}
+	var errs opErrors
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range list {
+			j := (i + k) % len(list)
+			t0 := time.Now()
+			errs.note(cycle(ctx, ws[j], keys[j][i]))
+			lat[j][i] = time.Since(t0)
+		}
+	}
+	b.StopTimer()
+	errs.check(b, len(list)*b.N)
+	return lat
 }

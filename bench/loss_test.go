@@ -1,7 +1,6 @@
 package bench_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -36,30 +35,7 @@ func BenchmarkLossCheck(b *testing.B) {
 		}
 		list := []*impls.Impl{on, off}
 		b.Run(fmt.Sprintf("N=3/evict=%v", map[bool]string{false: "no", true: "yes"}[evict]), func(b *testing.B) {
-			ctx := context.Background()
-			ws := make([]impls.Worker, len(list))
-			keys := make([][]string, len(list))
-			lat := make([][]time.Duration, len(list))
-			for j, impl := range list {
-				ws[j] = impl.NewWorker()
-				if err := cycle(ctx, ws[j], freshKeys(b, impl)[0]); err != nil {
-					b.Fatal(err)
-				}
-				keys[j] = freshKeys(b, impl)
-				lat[j] = make([]time.Duration, b.N)
-			}
-			var errs opErrors
-			b.ResetTimer()
-			for i := range b.N {
-				for k := range list {
-					j := (i + k) % len(list)
-					t0 := time.Now()
-					errs.note(cycle(ctx, ws[j], keys[j][i]))
-					lat[j][i] = time.Since(t0)
-				}
-			}
-			b.StopTimer()
-			errs.check(b, len(list)*b.N)
+			lat := interleave(b, list, false)
 			var sum [2]time.Duration
 			for j, impl := range list {
 				for _, d := range lat[j] {
