@@ -111,17 +111,9 @@ func fence(ctx context.Context, n Node, keys []string, token string, f fencing.T
 // renew extends token's lock to ttl; it never re-creates an expired lock.
 // It reports whether token held the lock.
 // step is the seed step, which sets how long the lock's fence counter
-// lives on (fenceLife).
+// lives on (scripts/counter.lua, c_life).
 func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step string) (bool, error) {
-	return evalFlag(ctx, n, scripts.Renew, keys[:2], token, nodeTTL(ttl), fenceLife(step))
-}
-
-// fenceLife is how long a fence counter lives after its last change, in
-// milliseconds, for seed step step (µs): four steps, at least a second, as
-// scripts/counter.lua's c_life.
-func fenceLife(step string) int64 {
-	us, _ := strconv.ParseInt(step, 10, 64)
-	return max((4*us+999)/1000, 1000)
+	return evalFlag(ctx, n, scripts.Renew, keys[:2], token, nodeTTL(ttl), step)
 }
 
 // evalFlag runs a script that answers 0 or 1, with token its first

@@ -75,7 +75,8 @@ var (
 	// KEYS = lock, fence; ARGV = token, counter, seed step. Replies 1 when the caller holds the lock, else 0.
 	Fence = redis.NewScript(lockSrc + counterSrc + fenceSrc)
 	// Renew extends the caller's own lock and its fence counter's life:
-	// KEYS = lock, fence; ARGV = token, ttl ms, the counter's life ms.
+	// KEYS = lock, fence; ARGV = token, ttl ms, seed step µs (the counter's
+	// life: c_life).
 	// Replies 1 when extended, 0 when not held by the token.
 	Renew = redis.NewScript(lockSrc + counterSrc + renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
