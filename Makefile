@@ -5,12 +5,22 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak model
 
-# -p 1: one package's tests at a time. The integration tests start real
+# Two lanes, then the rest. The chaos suite (./chaos) is bound by the wall
+# clock (each scenario runs for a fixed time), so it runs beside the checks
+# that only need CPU: staticcheck and the short fuzzing. Then every other
+# package, one at a time (-p 1): the integration tests start real
 # redis-server processes and bound every node call; on a 2-core machine
-# shared with other work, several packages at once starve each other.
-test: vet tidy staticcheck
-	$(GO) test -race -count=1 -p 1 -timeout 15m ./...
-	$(MAKE) fuzz
+# shared with other work, several of them at once starve each other.
+TEST_FLAGS := -race -count=1 -timeout 15m
+test: vet tidy
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-chaos test-checks
+	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v '/chaos$$')
+
+.PHONY: test-chaos test-checks
+test-chaos:
+	$(GO) test $(TEST_FLAGS) ./chaos/
+test-checks: staticcheck
+	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -43,13 +53,15 @@ fmt:
 # A count, not a duration: a -fuzztime deadline that ends mid-input fails
 # the run with "context deadline exceeded" (seen here).
 FUZZTIME ?= 2000x
+# make test fuzzes with one worker (-parallel=1), beside the chaos suite.
+FUZZFLAGS ?=
 FUZZ_REDLOCK := FuzzParseGrant FuzzParseInspect FuzzDial
 FUZZ_FENCING := FuzzParseToken FuzzTokenFromRequest FuzzParseWriteReply FuzzTokenFromReply FuzzStoreWrite
 FUZZ_REDACT := FuzzURL FuzzError
 fuzz:
-	@set -e; for t in $(FUZZ_REDLOCK); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./redlock/; done; \
-	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./fencing/; done; \
-	for t in $(FUZZ_REDACT); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) ./internal/redact/; done
+	@set -e; for t in $(FUZZ_REDLOCK); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./redlock/; done; \
+	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fencing/; done; \
+	for t in $(FUZZ_REDACT); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./internal/redact/; done
 
 # The SPIN model of the protocol (model/, docs/model.md): the real model's
 # runs must find no error, each mutant must be refuted with a trail.

@@ -48,6 +48,7 @@ func requireSitsOut(t *testing.T, l *redlock.Locker, resource, reason string, si
 // a FLUSHALL) and grant nothing for the rejoin delay; then B's token
 // exceeds A's.
 func TestFlushedNodesSitOutUntilNoForgottenLeaseCanBeValid(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -68,6 +69,7 @@ func TestFlushedNodesSitOutUntilNoForgottenLeaseCanBeValid(t *testing.T) {
 // the nodes (the marker), not in the Locker that noticed it, so a Locker
 // created after the first one was refused is refused too.
 func TestALockerThatStartsAfterTheLossStillSeesIt(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -90,6 +92,7 @@ func TestALockerThatStartsAfterTheLossStillSeesIt(t *testing.T) {
 // servers evicted keys (ours among them, here: the lock of A), they grant
 // nothing for the rejoin delay.
 func TestEvictingNodesSitOut(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -119,6 +122,7 @@ func TestEvictingNodesSitOut(t *testing.T) {
 // server (the marker names the old primary, and INFO shows a promotion):
 // it grants nothing for the rejoin delay.
 func TestAFailoverToAReplicaThatMissedTheLockSitsOut(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -183,6 +187,7 @@ func TestAMarkerKeyHoldingForeignDataIsNeverOverwritten(t *testing.T) {
 // marker is kept per hash slot, beside the lock's keys (one script reads
 // both); a flushed shard sits out, the others grant.
 func TestTheMarkerOfAClusterSlotLivesInThatSlot(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -282,6 +287,7 @@ func TestANodeThatMayNotReadINFOIsNotTrusted(t *testing.T) {
 // FLUSHALL on a majority, each is refused as rejoining until the delay
 // has passed, and then granted with tokens above the earlier ones.
 func TestEveryGrantingCallSeesTheLoss(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -49,6 +49,7 @@ func dialURLs(t *testing.T, urls ...string) redlock.Nodes {
 // like three servers: resources on every shard are acquired, renewed,
 // inspected and released, and their fencing tokens grow.
 func TestLocksOverThreeClusters(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -82,6 +83,7 @@ func TestLocksOverThreeClusters(t *testing.T) {
 // release announcements (each cluster's subscription is on a primary that
 // answers), not by their hour-long backoff.
 func TestClusterWaitersWithAShardDown(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -164,6 +166,7 @@ func subscribers(cs []*testutil.Cluster, key string) int {
 // token is above the holder's, and it renews and releases on the new
 // primary.
 func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}

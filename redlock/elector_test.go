@@ -381,6 +381,7 @@ func nextLeader(t *testing.T, ch <-chan redlock.Leader, limit time.Duration) red
 // in turn with increasing fences, and "no leader" between them; when its
 // context ends, the channel is closed.
 func TestElectorObserveSeesEachTerm(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	c := testutil.NewMiniCluster(t, 3)
 	cfg := redlock.Config{LeaseDuration: time.Second} // polls every 250ms
 	a := newElectionProcess(t, c, "observed", "a", cfg)

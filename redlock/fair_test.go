@@ -141,8 +141,11 @@ func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 	require.NoError(t, lease.Release(testutil.Context(t)))
 	wg.Wait()
 	require.Equal(t, []int{0, 1, 2, 3, 4}, order)
+	// Each waiter was woken, never retried on its backoff (an hour): one
+	// attempt to queue and, at most, one more when a wake-up reached it
+	// before the hand-over stood on a majority (seen at load average 12).
 	for i := range attempts {
-		require.Equal(t, int64(1), attempts[i].Load(), "waiter %d", i)
+		require.LessOrEqual(t, attempts[i].Load(), int64(2), "waiter %d", i)
 	}
 	require.Equal(t, []int64{0, 0, 0}, placesOn(t, c, key), "no place is left behind")
 }

@@ -289,6 +289,7 @@ func TestAcquireAllOnRealServers(t *testing.T) {
 // different hash slots (on different shards) are taken all or none: one
 // call per slot group, a refused group giving the earlier ones back.
 func TestAcquireAllAcrossClusterSlots(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -49,6 +49,7 @@ func eventuallyAcquire(t *testing.T, l *redlock.Locker, resource string) *redloc
 // counters start from the nodes' clocks. With counters starting from 0 the
 // new token would be 1.
 func TestRestartedEmptyNodesRejoinAfterTheDelay(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -107,6 +108,7 @@ func TestDurableNodeRejoinsAtOnce(t *testing.T) {
 // raised to it first, and the token is above every earlier one. Without
 // the floor it would be 11.
 func TestCountersThatLostIncrementsCountOnFromTheRestart(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}

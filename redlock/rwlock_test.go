@@ -257,20 +257,22 @@ func TestAWriterWaitsForTheReadersRelease(t *testing.T) {
 // step settles a reader's token where the counters disagree.
 func TestRWLeasesRenewAndFenceLikeMutexLeases(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
-	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 300 * time.Millisecond})
+	// Renewed with a third of its validity left: 600 ms gives a renewal
+	// 200 ms to land on a loaded machine (300 ms gave it 100 ms).
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 600 * time.Millisecond})
 	rw := newRW(t, l)
 	ctx := testutil.Context(t)
 	require.NoError(t, c.SetCounter(0, l.Key("doc")+":rw:fence", 1_000_000_000_000))
 	r, err := rw.TryAcquireShared(ctx)
 	require.NoError(t, err)
 	require.Greater(t, r.Fence(), fencing.Token(1_000_000_000_000), "the highest counter, confirmed")
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second)
 	require.NoError(t, r.Context().Err(), "renewed")
 	require.NoError(t, r.Release(ctx))
 	w, err := rw.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.Greater(t, w.Fence(), r.Fence())
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second)
 	require.NoError(t, w.Context().Err(), "renewed")
 	require.NoError(t, w.Release(ctx))
 }
@@ -375,6 +377,7 @@ func TestReadersAndWritersOnRealServers(t *testing.T) {
 // TestRWLockOnClusters: a read-write lock over three Redis Clusters (its
 // keys share one slot).
 func TestRWLockOnClusters(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -72,6 +72,7 @@ func requireNamesNodes(t *testing.T, err error, addrs []string) {
 // recover from an empty script cache, inspect and release, with no ACL
 // denial logged; and a user with testutil.StoreACL can use fencing.Store.
 func TestMinimalACLUserRunsEverything(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -276,6 +277,7 @@ func TestWrongCredentialsNameTheNodeNotThePassword(t *testing.T) {
 // works; one that trusts another CA, or the system roots, is refused, as is
 // plain TCP.
 func TestTLS(t *testing.T) {
+	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
 		t.Skip("integration test")
 	}
