@@ -34,8 +34,8 @@ func BenchmarkRedisMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	for _, sc := range []*redis.Script{scripts.Acquire, scripts.Release} {
-		if err := sc.Load(ctx, c).Err(); err != nil {
+	for _, sc := range []*scripts.Script{scripts.Acquire, scripts.Release} {
+		if err := c.ScriptLoad(ctx, sc.Source()).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

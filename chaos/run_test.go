@@ -26,6 +26,7 @@ import (
 	"github.com/e6344662/go-redlock/chaos"
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -858,7 +859,7 @@ type gatedNode struct {
 	g *gate
 }
 
-func (n *gatedNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n *gatedNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if err := n.g.wait(ctx); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,10 @@ import (
 // key.
 var ErrInvalidKey = errors.New("fencing: invalid key")
 
+// fencedWrite runs scripts.FencedWrite with go-redis's Script.Run (EVALSHA,
+// then EVAL when the server's script cache lacks it).
+var fencedWrite = redis.NewScript(scripts.FencedWrite.Source())
+
 // fenceSuffix ends every fence key, and no value key.
 const fenceSuffix = ":fence"
 
@@ -81,7 +85,7 @@ func (s *Store) Write(ctx context.Context, key, value string, t Token) error {
 	if err != nil {
 		return err
 	}
-	reply, err := scripts.FencedWrite.Run(ctx, s.client, []string{vk, fk}, t.String(), value).Result()
+	reply, err := fencedWrite.Run(ctx, s.client, []string{vk, fk}, t.String(), value).Result()
 	if err != nil {
 		return fmt.Errorf("fencing: write %q: %w", key, err)
 	}

@@ -179,13 +179,13 @@ func TestStoreScriptFlush(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, s.Write(ctx, "k", "v1", 1))
 
-	require.NoError(t, scripts.FencedWrite.Load(ctx, client).Err())
-	exists, err := scripts.FencedWrite.Exists(ctx, client).Result()
+	require.NoError(t, client.ScriptLoad(ctx, scripts.FencedWrite.Source()).Err())
+	exists, err := client.ScriptExists(ctx, scripts.FencedWrite.Hash()).Result()
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, exists)
 
 	require.NoError(t, client.ScriptFlush(ctx).Err())
-	exists, err = scripts.FencedWrite.Exists(ctx, client).Result()
+	exists, err = client.ScriptExists(ctx, scripts.FencedWrite.Hash()).Result()
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, exists, "SCRIPT FLUSH emptied the cache")
 

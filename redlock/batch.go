@@ -2,11 +2,14 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/scripts"
 )
 
 // A RedisNode's transport batches concurrent script calls: many goroutines
@@ -39,7 +42,7 @@ const (
 // evalCall is one Eval waiting in a batcher's queue or in a pipeline.
 type evalCall struct {
 	ctx    context.Context
-	script *redis.Script
+	script *scripts.Script
 	keys   []string
 	args   []any
 	// taken is set, under the batcher's lock, when a flusher took the call
@@ -65,10 +68,10 @@ func newBatcher(client redis.UniversalClient) *batcher {
 	return &batcher{client: client, room: make(chan struct{}, batchPending)}
 }
 
-// eval runs script on the node as Script.Run does (EVALSHA, then EVAL when
-// the server lacks the script), alone or in a pipeline with other calls,
-// and returns by ctx's end.
-func (b *batcher) eval(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+// eval runs script on the node (EVALSHA, then EVAL when the server lacks
+// the script), alone or in a pipeline with other calls, and returns by
+// ctx's end.
+func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []string, args []any) (any, error) {
 	select {
 	case b.room <- struct{}{}:
 	default:
@@ -84,7 +87,7 @@ func (b *batcher) eval(ctx context.Context, script *redis.Script, keys []string,
 		// go at once, alone, under the caller's own context.
 		b.flushing++
 		b.mu.Unlock()
-		reply, err := script.Run(ctx, b.client, keys, args...).Result()
+		reply, err := run(ctx, b.client, script, keys, args)
 		<-b.room
 		b.mu.Lock()
 		if len(b.queue) > 0 {
@@ -182,12 +185,12 @@ func (b *batcher) send(batch []*evalCall) {
 		defer cancel()
 	}
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *evalCall) *redis.Cmd {
-		return c.script.EvalSha(ctx, p, c.keys, c.args...)
+		return p.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 	})
 	var again []*evalCall
 	for i, c := range live {
 		c.reply, c.err = cmds[i].Result()
-		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+		if noScript(c.err) {
 			again = append(again, c)
 		}
 	}
@@ -195,11 +198,28 @@ func (b *batcher) send(batch []*evalCall) {
 		return
 	}
 	cmds = b.pipeline(ctx, again, func(p redis.Pipeliner, c *evalCall) *redis.Cmd {
-		return c.script.Eval(ctx, p, c.keys, c.args...)
+		return p.Eval(ctx, c.script.Source(), c.keys, c.args...)
 	})
 	for i, c := range again {
 		c.reply, c.err = cmds[i].Result()
 	}
+}
+
+// run runs script alone: EVALSHA, then EVAL when the server answers
+// NOSCRIPT (its script cache lacks the script: after a restart or SCRIPT
+// FLUSH).
+func run(ctx context.Context, c redis.Scripter, script *scripts.Script, keys []string, args []any) (any, error) {
+	cmd := c.EvalSha(ctx, script.Hash(), keys, args...)
+	if noScript(cmd.Err()) {
+		cmd = c.Eval(ctx, script.Source(), keys, args...)
+	}
+	return cmd.Result()
+}
+
+// noScript reports whether err is the server's NOSCRIPT reply to an
+// EVALSHA, as go-redis reports it (raw or as redis.ErrNoScript).
+func noScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // pipeline queues one command per call with add and runs them as one

@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
 // incrScript is a one-command script for the transport tests; it fails
 // (a server error reply) on a key that does not hold an integer.
-var incrScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+var incrScript = scripts.New("incr", `return redis.call('INCR', KEYS[1])`)
 
 // patientNode returns a RedisNode on s whose socket timeouts are long (a
 // minute), so that a call to the paused server ends by its context's

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/scripts"
 )
@@ -118,7 +116,7 @@ func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Du
 
 // evalFlag runs a script that answers 0 or 1, with token its first
 // argument.
-func evalFlag(ctx context.Context, n Node, s *redis.Script, keys []string, token string, args ...any) (bool, error) {
+func evalFlag(ctx context.Context, n Node, s *scripts.Script, keys []string, token string, args ...any) (bool, error) {
 	reply, err := n.Eval(ctx, s, keys, append([]any{token}, args...)...)
 	if err != nil {
 		return false, scriptErr(err, token)

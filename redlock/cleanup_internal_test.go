@@ -31,7 +31,7 @@ func (n *redialedNode) Uptime(context.Context) (Uptime, error) {
 	return Uptime{Since: time.Now().Add(-time.Hour)}, nil
 }
 
-func (n *redialedNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n *redialedNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	switch s {
 	case scripts.Acquire:
 		<-n.gate

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -24,7 +23,7 @@ type hangingAcquireNode struct {
 	release <-chan struct{}
 }
 
-func (n hangingAcquireNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n hangingAcquireNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if s != scripts.Acquire {
 		return n.Node.Eval(ctx, s, keys, args...)
 	}
@@ -88,7 +87,7 @@ func (n countingNode) note() {
 	}
 }
 
-func (n countingNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n countingNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	n.note()
 	if s == scripts.Acquire {
 		time.Sleep(n.delay)
@@ -133,7 +132,7 @@ type lateNode struct {
 	releases *atomic.Int32
 }
 
-func (n lateNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n lateNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	switch s {
 	case scripts.Acquire:
 		<-n.gate

@@ -187,7 +187,7 @@ func testDeadWaiter(t *testing.T, member string) {
 	ctx := testutil.Context(t)
 	placed := time.Now()
 	for _, s := range c.Servers() {
-		reply, err := scripts.Acquire.Run(ctx, s.Client(), []string{key, key + ":fence", key + ":queue", key + ":queue:exp"},
+		reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), []string{key, key + ":fence", key + ":queue", key + ":queue:exp"},
 			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "", "1", member, 0, queueTTL.Milliseconds()).Slice()
 		require.NoError(t, err)
 		require.EqualValues(t, 0, reply[0], "the lock is held: the dead waiter queues")

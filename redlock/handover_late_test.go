@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -145,13 +144,13 @@ func (p *seqHoldProxy) flush() {
 // them reached through a seqHoldProxy that holds back, in order, the first
 // call of each of the scripts held (loaded on every server first, so that
 // a call is one EVALSHA carrying the script's hash).
-func behindProxy(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config, held ...*redis.Script) (*redlock.Locker, *seqHoldProxy) {
+func behindProxy(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config, held ...*scripts.Script) (*redlock.Locker, *seqHoldProxy) {
 	t.Helper()
 	ctx := testutil.Context(t)
 	triggers := make([][]byte, len(held))
 	for i, s := range held {
 		for _, srv := range c.Servers() {
-			require.NoError(t, s.Load(ctx, srv.Client()).Err())
+			require.NoError(t, srv.Client().ScriptLoad(ctx, s.Source()).Err())
 		}
 		triggers[i] = []byte(s.Hash())
 	}
@@ -462,8 +461,8 @@ func TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, srv := range c.Servers() {
-		require.NoError(t, scripts.Acquire.Load(ctx, srv.Client()).Err())
-		require.NoError(t, scripts.Release.Load(ctx, srv.Client()).Err())
+		require.NoError(t, srv.Client().ScriptLoad(ctx, scripts.Acquire.Source()).Err())
+		require.NoError(t, srv.Client().ScriptLoad(ctx, scripts.Release.Source()).Err())
 	}
 	relProxy := newSeqHoldProxy(t, c.Server(1).Addr(), []byte(scripts.Release.Hash()))
 	acqProxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))

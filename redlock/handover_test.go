@@ -25,10 +25,10 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 	require.NoError(t, s.Client().FlushAll(ctx).Err())
 	require.NoError(t, s.Client().Set(ctx, handKey+":fence", "5", 0).Err())
 	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp"}
-	reply, err := scripts.Acquire.Run(ctx, s.Client(), keys, handHolder, "h", 60000, "", "1").Slice()
+	reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handHolder, "h", 60000, "", "1").Slice()
 	require.NoError(t, err)
 	require.Equal(t, []any{int64(1), "6"}, reply)
-	reply, err = scripts.Acquire.Run(ctx, s.Client(), keys, handWaiter, "w", 60000, "", "1",
+	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "", "1",
 		"w1 60000 - "+handWaiter+" w", 0, 60000).Slice()
 	require.NoError(t, err)
 	require.EqualValues(t, 0, reply[0], "queued behind the holder")
@@ -39,7 +39,7 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 func handRelease(t *testing.T, s *testutil.RedisServer, delay string) []any {
 	t.Helper()
 	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp", handKey[:strings.IndexByte(handKey, '{')] + "~trust"}
-	reply, err := scripts.Release.Run(testutil.Context(t), s.Client(), keys, handHolder, handKey+":released", "11111111", delay, "1", "", "", "e").Slice()
+	reply, err := s.Client().Eval(testutil.Context(t), scripts.Release.Source(), keys, handHolder, handKey+":released", "11111111", delay, "1", "", "", "e").Slice()
 	require.NoError(t, err)
 	return reply
 }

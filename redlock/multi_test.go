@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -87,10 +86,10 @@ func TestAcquireAllGivesOneLeasePerResourceInOrder(t *testing.T) {
 type callCounter struct {
 	redlock.Node
 	mu    *sync.Mutex
-	calls map[*redis.Script]int
+	calls map[*scripts.Script]int
 }
 
-func (n callCounter) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n callCounter) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	n.mu.Lock()
 	n.calls[s]++
 	n.mu.Unlock()
@@ -98,17 +97,17 @@ func (n callCounter) Eval(ctx context.Context, s *redis.Script, keys []string, a
 }
 
 // countedNodes wraps nodes in callCounters sharing one count.
-func countedNodes(nodes []redlock.Node) ([]redlock.Node, func() map[*redis.Script]int) {
+func countedNodes(nodes []redlock.Node) ([]redlock.Node, func() map[*scripts.Script]int) {
 	var mu sync.Mutex
-	calls := map[*redis.Script]int{}
+	calls := map[*scripts.Script]int{}
 	out := make([]redlock.Node, len(nodes))
 	for i, n := range nodes {
 		out[i] = callCounter{Node: n, mu: &mu, calls: calls}
 	}
-	return out, func() map[*redis.Script]int {
+	return out, func() map[*scripts.Script]int {
 		mu.Lock()
 		defer mu.Unlock()
-		snap := map[*redis.Script]int{}
+		snap := map[*scripts.Script]int{}
 		for s, c := range calls {
 			snap[s] = c
 		}

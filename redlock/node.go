@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
 )
 
 // Node is one independent Redis deployment taking part in the quorum: a
@@ -16,22 +15,31 @@ import (
 // The Node is only a transport: it runs the lock scripts of package
 // scripts, reports its server's uptime and carries release announcements.
 // Every rule of the protocol (the quorum, fencing, the rejoin rule, the
-// wait queue) is the Locker's, written once over these three methods, so a
+// wait queue) is the Locker's, written once over these methods, so a
 // Node wrapped by its user (metrics, tracing, fault injection: a struct that
 // embeds Node and overrides some methods) keeps every rule: the Locker sees
-// only what the wrapper forwards. Implementations must be safe for
+// only what the wrapper forwards. The contract names no Redis client's
+// types: a Node can be written, or wrapped, over any client (or none)
+// without importing go-redis. Implementations must be safe for
 // concurrent use, and every call must return by its context's deadline or
 // soon after (the Locker counts a call that does not as failed).
 type Node interface {
 	// Addr names the node in errors and logs. It never contains a password.
 	Addr() string
-	// Eval runs script on the node (EVALSHA, falling back to EVAL) with
-	// keys and args, and returns its reply as go-redis decodes it: int64
-	// for an integer, string for a bulk or status string, []any for an
-	// array. A server's error reply is an error with a RedisError method
-	// (redis.Error). Any error means the outcome on the node is unknown:
-	// the script may still have run.
-	Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error)
+	// Eval runs script on the node with keys (KEYS) and args (ARGV), as
+	// EVALSHA script.Hash() does, falling back to EVAL script.Source() when
+	// the server's script cache lacks the script, and returns its reply.
+	// The Locker passes args of the types string, int and int64, to be sent
+	// as their text (the integers in decimal). It expects the reply as
+	// go-redis decodes a script's: int64 for an integer, string for a bulk
+	// or status string, []any for an array (its elements decoded the same
+	// way, nil for a nil bulk string). A server's error reply must come
+	// back as an error with a RedisError() method (go-redis's redis.Error
+	// has one) and the server's text ("WRONGTYPE ...", "READONLY ...",
+	// "OOM ...", "FENCEEXHAUSTED ..."): by these the Locker tells a refusal
+	// from a lost connection. Any error means the outcome on the node is
+	// unknown: the script may still have run.
+	Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error)
 	// Uptime reports since when the node's server has held its current
 	// data and what may make it lose data, for the rejoin rule
 	// (Config.RejoinDelay). An error means the state is unknown: the node

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -21,7 +21,7 @@ type metricsNode struct {
 	evals *atomic.Int64
 }
 
-func (n metricsNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n metricsNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	n.evals.Add(1)
 	return n.Node.Eval(ctx, s, keys, args...)
 }

@@ -94,17 +94,17 @@ func (n *RedisNode) Client() redis.UniversalClient { return n.client }
 // Close closes the underlying client.
 func (n *RedisNode) Close() error { return n.client.Close() }
 
-// Eval implements Node with go-redis's Script.Run semantics (EVALSHA, then
-// EVAL when the server's script cache lacks the script). Concurrent calls
-// share round trips: while a few calls are in flight on the node, the calls
-// that arrive meanwhile go out together as one pipeline, each with its own
-// reply or error; a lone call goes out at once. Every call returns by its
+// Eval implements Node: EVALSHA with the script's digest, then EVAL with
+// its source when the server's script cache lacks the script. Concurrent
+// calls share round trips: while a few calls are in flight on the node, the
+// calls that arrive meanwhile go out together as one pipeline, each with
+// its own reply or error; a lone call goes out at once. Every call returns by its
 // context's end, queued or in a pipeline, and at most a bounded number of
 // calls are queued or in flight per node (batch.go). An acquire that fails
 // for another reason than the server's error reply (the connection failed:
 // the server may be restarting) makes the node learn its server's uptime
 // again before the next Uptime.
-func (n *RedisNode) Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+func (n *RedisNode) Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error) {
 	reply, err := n.batch.eval(ctx, script, keys, args)
 	if err != nil {
 		var rerr redis.Error

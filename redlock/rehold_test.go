@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -29,7 +28,7 @@ type reholdGate struct {
 	hang    <-chan struct{}
 }
 
-func (n reholdGate) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n reholdGate) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if s == scripts.Rehold {
 		n.gate.Do(func() {
 			for deadline := time.Now().Add(2 * time.Second); !n.ready() && time.Now().Before(deadline); {
@@ -151,7 +150,7 @@ type slowRehold struct {
 	d time.Duration
 }
 
-func (n slowRehold) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n slowRehold) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if s == scripts.Rehold {
 		time.Sleep(n.d)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -24,7 +23,7 @@ type lossyReleaseNode struct {
 	calls *atomic.Int32
 }
 
-func (n lossyReleaseNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n lossyReleaseNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if s != scripts.Release || n.calls.Add(1) > n.lost {
 		return n.Node.Eval(ctx, s, keys, args...)
 	}

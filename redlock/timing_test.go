@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -24,7 +23,7 @@ type slowNode struct {
 	acquire, fence time.Duration
 }
 
-func (n slowNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n slowNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	switch s {
 	case scripts.Acquire:
 		time.Sleep(n.acquire)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
@@ -21,7 +20,7 @@ type hangingRenewNode struct {
 	release <-chan struct{}
 }
 
-func (n hangingRenewNode) Eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+func (n hangingRenewNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if s != scripts.Renew {
 		return n.Node.Eval(ctx, s, keys, args...)
 	}

@@ -7,17 +7,58 @@
 // P{R}:queue:exp), KEYS[5] = the node's marker key (P~trust, or for a
 // Redis Cluster node P{T}~trust with a tag T of R's slot: trust.lua); all
 // fall in one Redis Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
-// the token, never the owner. Scripts are run with go-redis's Script.Run,
-// which tries EVALSHA and falls back to EVAL when the server's script cache
-// does not have them (after a restart or SCRIPT FLUSH). docs/design.md §3 and
-// §4 describe the keys and what each script guarantees.
+// the token, never the owner. A Script is a plain value, built once when the
+// package loads: its source and the SHA1 digest that names it to EVALSHA.
+// A transport (redlock.RedisNode) runs it with EVALSHA and falls back to
+// EVAL when the server's script cache does not have it (after a restart or
+// SCRIPT FLUSH). docs/design.md §3 and §4 describe the keys and what each
+// script guarantees.
 package scripts
 
 import (
+	"crypto/sha1"
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
+	"encoding/hex"
+	"strings"
 )
+
+// Script is one Lua script of this package. Its fields are fixed when the
+// package loads; a Script is compared by identity (the package's variables
+// are the only ones), and is safe to share between goroutines.
+type Script struct {
+	name string
+	src  string
+	hash string
+}
+
+// New returns the script named name with Lua source src, its digest
+// computed once. The Locker runs only this package's scripts; New is for a
+// transport's tests and tools that run a script of their own through a
+// Node.
+func New(name, src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{name: name, src: src, hash: hex.EncodeToString(sum[:])}
+}
+
+// newScript joins parts (helpers first, the script's own body last) into
+// the script named name.
+func newScript(name string, parts ...string) *Script {
+	return New(name, strings.Join(parts, ""))
+}
+
+// Name is the script's name, its main file's without ".lua" (such as
+// "acquire" or "rw_write"), for logs and errors.
+func (s *Script) Name() string { return s.name }
+
+// Source is the script's Lua source, as EVAL and SCRIPT LOAD take it.
+func (s *Script) Source() string { return s.src }
+
+// Hash is the SHA1 digest of Source in lower-case hex, by which EVALSHA,
+// SCRIPT EXISTS and a server's script cache name the script.
+func (s *Script) Hash() string { return s.hash }
+
+// String returns the script's name.
+func (s *Script) String() string { return s.name }
 
 var (
 	//go:embed acquire.lua
@@ -70,15 +111,15 @@ var (
 	// {3, ms, why} when the node may have lost data and sits out for ms,
 	// and a FENCEEXHAUSTED error, with nothing written, when the counter is
 	// at 2^63-1.
-	Acquire = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + acquireSrc)
+	Acquire = newScript("acquire", lockSrc, counterSrc, trustSrc, queueSrc, acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence; ARGV = token, counter, seed step. Replies 1 when the caller holds the lock, else 0.
-	Fence = redis.NewScript(lockSrc + counterSrc + fenceSrc)
+	Fence = newScript("fence", lockSrc, counterSrc, fenceSrc)
 	// Renew extends the caller's own lock and its fence counter's life:
 	// KEYS = lock, fence; ARGV = token, ttl ms, seed step µs (the counter's
 	// life: c_life).
 	// Replies 1 when extended, 0 when not held by the token.
-	Renew = redis.NewScript(lockSrc + counterSrc + renewSrc)
+	Renew = newScript("renew", lockSrc, counterSrc, renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
 	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,
@@ -87,25 +128,25 @@ var (
 	// subscribers reached, {1 + the subscribers reached, head} when it named
 	// the head of the wait queue, or {…, head, counter} when it handed the
 	// lock over to the head.
-	Release = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + releaseSrc)
+	Release = newScript("release", lockSrc, counterSrc, trustSrc, queueSrc, releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up: KEYS =
 	// lock, fence, queue, queue expiries; ARGV = waiter's place, channel,
 	// announcement id, "give" to give up a lock handed over to the place.
 	// Replies 1 when the waiter was queued or held the lock, else 0.
-	Leave = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + leaveSrc)
+	Leave = newScript("leave", lockSrc, counterSrc, trustSrc, queueSrc, leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
 	// = lock, fence; ARGV = holding token, new value, ttl ms. Replies {1,
 	// counter} when done, {0} when the token does not hold the lock.
-	Rehold = redis.NewScript(lockSrc + counterSrc + reholdSrc)
+	Rehold = newScript("rehold", lockSrc, counterSrc, reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue (tickets, expiries). Replies {lock key type,
 	// value or nil, pttl, fence counter or nil, live places in the queue}.
-	Inspect = redis.NewScript(counterSrc + trustSrc + queueSrc + inspectSrc)
+	Inspect = newScript("inspect", counterSrc, trustSrc, queueSrc, inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.
 	// Replies {1, token} when written, {0, highest token seen} when stale.
-	FencedWrite = redis.NewScript(counterSrc + fencedWriteSrc)
+	FencedWrite = newScript("fenced_write", counterSrc, fencedWriteSrc)
 )
 
 var (
@@ -117,38 +158,38 @@ var (
 	// new grant, what the lock had left for a retry), {0, pttl, k} when the
 	// k-th lock is held, {0, 0, k, ms} when a waiter is next for it, {3,
 	// ms, why} when the node sits out after a loss of data.
-	AcquireAll = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + acquireAllSrc)
+	AcquireAll = newScript("acquire_all", lockSrc, counterSrc, trustSrc, queueSrc, acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
 	// ttl ms, floor, seed step, reader key prefix, waiting writer's id,
 	// intent ttl ms, the data-loss rule's (delay, servers, flags). Replies
 	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
 	// readers} when readers do, {3, ms, why} when the node sits out.
-	RWWrite = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + rwSrc + rwWriteSrc)
+	RWWrite = newScript("rw_write", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
 	// token, owner, ttl ms, floor, seed step, reader key prefix, the
 	// data-loss rule's (delay, servers, flags). Replies {1, counter} when
 	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
 	// writer waits, {3, ms, why} when the node sits out.
-	RWRead = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + rwSrc + rwReadSrc)
+	RWRead = newScript("rw_read", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwReadSrc)
 	// RWWithdraw takes a waiting writer's intent back: KEYS = writers'
 	// intents; ARGV = the writer's id. Replies 1 when it stood, else 0.
-	RWWithdraw = redis.NewScript(rwWithdrawSrc)
+	RWWithdraw = newScript("rw_withdraw", rwWithdrawSrc)
 	// RWInspect reads a read-write lock: KEYS = writer lock, fence, readers
 	// index, writers' intents; ARGV = reader key prefix. Replies {writer's
 	// value or nil, its pttl, fence counter or nil, live intents, then a
 	// value and a pttl per live reader}.
-	RWInspect = redis.NewScript(lockSrc + counterSrc + trustSrc + queueSrc + rwSrc + rwInspectSrc)
+	RWInspect = newScript("rw_inspect", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwInspectSrc)
 )
 
 // All lists every script, for preloading with SCRIPT LOAD and for checks
 // that a server accepts them.
-var All = []*redis.Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite, AcquireAll, RWWrite, RWRead, RWWithdraw, RWInspect}
+var All = []*Script{Acquire, Fence, Renew, Release, Leave, Rehold, Inspect, FencedWrite, AcquireAll, RWWrite, RWRead, RWWithdraw, RWInspect}
 
 // Grants reports whether s is a script that grants locks (Acquire,
 // AcquireAll, RWWrite, RWRead): a node whose connection failed during one
 // may have restarted, and learns its server's uptime again.
-func Grants(s *redis.Script) bool {
+func Grants(s *Script) bool {
 	return s == Acquire || s == AcquireAll || s == RWWrite || s == RWRead
 }

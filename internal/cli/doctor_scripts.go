@@ -39,7 +39,7 @@ func checkScripts(ctx context.Context, r *nodeReport, c *redis.Client, key strin
 			"every lock operation runs its script with EVALSHA"))
 	}
 	first := err
-	err = run(func(ctx context.Context) error { return scripts.Inspect.Eval(ctx, c, keys).Err() })
+	err = run(func(ctx context.Context) error { return c.Eval(ctx, scripts.Inspect.Source(), keys).Err() })
 	if err != nil && !errors.Is(err, redis.Nil) && (first == nil || reason(first) != reason(err)) {
 		problems = append(problems, scriptProblem("EVAL", err,
 			"after a restart or SCRIPT FLUSH empties the script cache, no script can run"))

@@ -222,7 +222,7 @@ func TestE2EDoctorScriptsRenamed(t *testing.T) {
 	require.Equal(t, "EVALSHA is renamed or disabled (ERR unknown command 'evalsha'): every lock operation runs its script with EVALSHA", c.Detail)
 
 	// The script cached (as a Locker's first EVAL leaves it) hides nothing.
-	require.NoError(t, scripts.Inspect.Load(t.Context(), noEval.Client()).Err())
+	require.NoError(t, noEval.Client().ScriptLoad(t.Context(), scripts.Inspect.Source()).Err())
 	_, _, checks = doctorChecks(t, urls)
 	require.Equal(t, statusFail, checks[noEval.Addr()+" scripts"].Status)
 	require.Contains(t, checks[noEval.Addr()+" scripts"].Detail, "EVAL is renamed or disabled")

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/scripts"
 )
 
 // LeaseDuration is the TTL every implementation sets on its lock keys.
@@ -395,8 +396,9 @@ func token() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Unbatched returns nodes whose Eval is go-redis's Script.Run on the
-// node's client, one round trip per call: RedisNode's transport before it
+// Unbatched returns nodes whose Eval is EVALSHA on the node's client,
+// then EVAL when the server lacks the script (as go-redis's Script.Run
+// does), one round trip per call: RedisNode's transport before it
 // batched concurrent calls (issue 24), as the baseline of the batching.
 // Everything else (Uptime, Subscribe, the bound on calls) is the
 // RedisNode's own.
@@ -410,8 +412,13 @@ func Unbatched(nodes []redlock.Node) []redlock.Node {
 
 type unbatchedNode struct{ *redlock.RedisNode }
 
-func (n unbatchedNode) Eval(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	return script.Run(ctx, n.Client(), keys, args...).Result()
+func (n unbatchedNode) Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error) {
+	c := n.Client()
+	cmd := c.EvalSha(ctx, script.Hash(), keys, args...)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = c.Eval(ctx, script.Source(), keys, args...)
+	}
+	return cmd.Result()
 }
 
 // Rueidislock is rueidis's rueidislock on one node (KeyMajority 1, so one
