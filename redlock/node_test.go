@@ -61,14 +61,14 @@ func TestAWrappedNodeKeepsEveryRule(t *testing.T) {
 				}
 			}
 			return true
-		}, 5*time.Second, 5*time.Millisecond, "the waiter holds no place in the nodes' queues")
+		}, 15*time.Second, 5*time.Millisecond, "the waiter holds no place in the nodes' queues")
 		require.NoError(t, lease.Release(testutil.Context(t)))
 		select {
 		case next := <-got:
 			require.NotNil(t, next)
 			require.Greater(t, next.Fence(), lease.Fence())
 			require.NoError(t, next.Release(testutil.Context(t)))
-		case <-time.After(5 * time.Second):
+		case <-time.After(15 * time.Second):
 			t.Fatal("the waiter was not handed the lock")
 		}
 		require.Positive(t, evals.Load(), "the calls went around the wrapper")
