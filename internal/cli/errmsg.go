@@ -67,13 +67,18 @@ func nodeErrors(err error) []*redlock.NodeError {
 }
 
 // reason returns a short cause for one node's failure: "connection
-// refused", "timed out", or the error's own message.
+// refused", "timed out", a TLS handshake's failure as the library words it
+// (with the hint that the server may not speak TLS), or the error's own
+// message.
 func reason(err error) string {
 	var errno syscall.Errno
 	var nerr net.Error
 	switch {
 	case isUnknownMaster(err):
 		return unknownMasterReason
+	case errors.Is(err, redlock.ErrTLSHandshake):
+		// Its own words: which (failed, timed out) and the hint.
+		return strings.Join(strings.Fields(unwrapNode(err).Error()), " ")
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
 	case errors.As(err, &errno):
