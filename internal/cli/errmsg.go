@@ -126,7 +126,13 @@ func summarizeNodes(errs []*redlock.NodeError) string {
 // nodes that refused our credentials alone rule out a majority, it is an
 // access-denied error (its own exit code) rather than a no-quorum one.
 func noQuorumError(err error, answered, total int) *cliError {
-	msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", answered, total, total/2+1)
+	return noQuorumNoted(err, answered, total, "")
+}
+
+// noQuorumNoted is noQuorumError with note following "N of M answered"
+// (how the count was made).
+func noQuorumNoted(err error, answered, total int, note string) *cliError {
+	msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered%s, %d needed", answered, total, note, total/2+1)
 	errs := nodeErrors(err)
 	if len(errs) > 0 {
 		msg += ": " + summarizeNodes(errs)
