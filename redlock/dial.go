@@ -2,10 +2,15 @@ package redlock
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -49,6 +54,18 @@ func (ns Nodes) Close() error {
 // kind (a standalone URL naming a cluster member or a sentinel). Passwords
 // never appear in errors.
 //
+// A TLS node's connections (rediss://, rediss+cluster://,
+// rediss+sentinel://) are bounded, the TCP connect and the TLS handshake
+// together, by the caller's context and by the URL's dial_timeout (5s by
+// default): a server that accepts the connection but never answers the
+// handshake, such as one without TLS on that port, holds neither Dial nor
+// a Locker's call past its context. A handshake that fails or does not
+// finish wraps ErrTLSHandshake, says which, and, when the server may not
+// speak TLS on that port, says so. (A Sentinel URL is the exception in
+// part: go-redis dials the sentinels in the background under dial_timeout
+// alone, and closing the client, as Dial does when it fails, waits for
+// that dial.)
+//
 // Dial connects to each standalone node once with the client's own dialer
 // before its first command, so that a node that cannot be reached is
 // reported in Dial's error only: go-redis's connection pool would also log
@@ -76,6 +93,7 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		}
 		seen[spec.Key] = true
 		spec.Tune()
+		boundTLS(spec)
 		n := NewRedisNode(spec.NewClient())
 		n.addr = spec.Name
 		n.failover = spec.FailoverOptions
@@ -202,6 +220,104 @@ func dialOnce(ctx context.Context, opts *redis.Options) error {
 	_ = conn.Close()
 	return nil
 }
+
+// ErrTLSHandshake is wrapped by the error of a connection to a TLS node
+// whose TLS handshake failed or did not finish within the caller's context
+// or the node's dial timeout; the error also wraps the cause (a
+// tls.RecordHeaderError, context.DeadlineExceeded, ...).
+var ErrTLSHandshake = errors.New("redlock: TLS handshake failed")
+
+// defaultDialTimeout is go-redis's dial timeout when a URL sets none.
+const defaultDialTimeout = 5 * time.Second
+
+// boundTLS gives the options of a TLS node a dialer that bounds the
+// handshake by the caller's context (tlsDialer). go-redis's own dialer
+// uses tls.DialWithDialer, which takes no context: a handshake that gets
+// no answer then lasts the whole dial timeout whatever the context says.
+// A dialer set by other means is kept.
+func boundTLS(spec *nodeurl.Spec) {
+	set := func(dialer *func(context.Context, string, string) (net.Conn, error), timeout time.Duration, cfg *tls.Config) {
+		if cfg != nil && *dialer == nil {
+			*dialer = tlsDialer(timeout, cfg)
+		}
+	}
+	switch spec.Kind {
+	case nodeurl.Standalone:
+		o := spec.Options
+		set(&o.Dialer, o.DialTimeout, o.TLSConfig)
+	case nodeurl.Cluster:
+		o := spec.ClusterOptions
+		set(&o.Dialer, o.DialTimeout, o.TLSConfig)
+	case nodeurl.Sentinel:
+		o := spec.FailoverOptions
+		set(&o.Dialer, o.DialTimeout, o.TLSConfig)
+	}
+}
+
+// tlsDialer returns a dialer that connects over TCP and then makes the TLS
+// handshake with cfg, both within ctx and timeout (0: go-redis's default;
+// negative: none). A handshake that fails or times out returns a
+// *handshakeError.
+func tlsDialer(timeout time.Duration, cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if timeout == 0 {
+		timeout = defaultDialTimeout
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg
+		if c.ServerName == "" {
+			// As tls.Dial does: verify the certificate against the host.
+			host, _, splitErr := net.SplitHostPort(addr)
+			if splitErr != nil {
+				host = addr
+			}
+			c = cfg.Clone()
+			c.ServerName = host
+		}
+		conn := tls.Client(raw, c)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, &handshakeError{err: err, timedOut: ctx.Err() != nil}
+		}
+		return conn, nil
+	}
+}
+
+// handshakeError is a TLS handshake that failed, or did not finish in time
+// (timedOut). It wraps ErrTLSHandshake and the cause.
+type handshakeError struct {
+	err      error
+	timedOut bool
+}
+
+// notTLSHint follows the causes that a server without TLS on the port
+// gives a TLS client.
+const notTLSHint = ": it may not speak TLS on this port (for a server without TLS, use redis:// rather than rediss://)"
+
+func (e *handshakeError) Error() string {
+	var rec tls.RecordHeaderError
+	switch {
+	case e.timedOut:
+		return "TLS handshake timed out (" + e.err.Error() + "): the server accepted the connection but did not answer the handshake" + notTLSHint
+	case errors.As(e.err, &rec):
+		return "TLS handshake failed: the server answered, but not in TLS" + notTLSHint
+	case errors.Is(e.err, io.EOF), errors.Is(e.err, syscall.ECONNRESET):
+		return "TLS handshake failed: the server closed the connection (" + e.err.Error() + ")" + notTLSHint
+	}
+	return "TLS handshake failed: " + e.err.Error()
+}
+
+// Unwrap returns ErrTLSHandshake and the cause.
+func (e *handshakeError) Unwrap() []error { return []error{ErrTLSHandshake, e.err} }
 
 // infoField returns field's value in an INFO reply, or "".
 func infoField(info, field string) string {

@@ -56,8 +56,7 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			}
 			lease, err := a.lock(ctx, s, resource, w)
 			if err != nil {
-				s.close()
-				return err
+				return closeFailed(s, err)
 			}
 			// The lock outlives this process: stop renewing it, and keep
 			// Close from releasing it.
@@ -305,7 +304,12 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 	isAE := errors.As(err, &ae)
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum) && isAE:
-		return noQuorumError(err, attemptAnswered(ae), ae.Total)
+		ce := attemptFailure(err, ae, nil, false)
+		ce.settle = func() *cliError {
+			late, ok := a.watch.lateFailures(ae)
+			return attemptFailure(err, ae, late, ok)
+		}
+		return ce
 	case errors.Is(err, redlock.ErrNoQuorum):
 		return noQuorumError(err, answeredNodes(err, len(s.nodes)), len(s.nodes))
 	case errors.Is(err, redlock.ErrNotAcquired) && isAE && rejoiningBlocks(ae):
@@ -334,26 +338,57 @@ func (a *App) acquireFailure(ctx context.Context, s *session, resource string, e
 	return classify(err)
 }
 
-// attemptAnswered counts the nodes of a failed attempt that answered: all
-// but those that failed (a *redlock.NodeError each) and those that gave no
-// answer in time ("N nodes did not answer within ..."). A node whose
-// answer came after the attempt was decided answered too: counting only
-// grants and refusals said "0 of 3 answered" with one node up.
-func attemptAnswered(ae *redlock.AcquireError) int {
+// attemptFailure is the no-quorum error of a failed attempt, ae (err
+// wraps it). An attempt ends as soon as its answers decide it, so some
+// nodes may not have answered by then. Before its calls have ended
+// (settled false), the count is of the nodes that answered (granted or
+// refused) before the attempt ended, and the message says so and how
+// many had not answered yet. Once they have ended (settled: every late
+// failure is in late), the nodes that answered later count too, the
+// message says how many did, and names the late failures with the others.
+func attemptFailure(err error, ae *redlock.AcquireError, late []*redlock.NodeError, settled bool) *cliError {
 	failed := 0
-	for _, err := range ae.NodeErrors {
+	for _, e := range ae.NodeErrors {
 		var ne *redlock.NodeError
-		if errors.As(err, &ne) {
+		if errors.As(e, &ne) {
 			failed++
-			continue
-		}
-		var n int
-		var rest string
-		if _, scanErr := fmt.Sscanf(err.Error(), "%d nodes did not answer within %s", &n, &rest); scanErr == nil {
-			failed += n
 		}
 	}
-	return max(ae.Granted+len(ae.Refused), ae.Total-failed)
+	inTime := ae.Granted + len(ae.Refused)
+	pending := max(0, ae.Total-inTime-failed)
+	if !settled {
+		note := ""
+		if pending > 0 {
+			note = fmt.Sprintf(" before the attempt ended (%d had not answered yet)", pending)
+		}
+		return noQuorumNoted(err, inTime, ae.Total, note)
+	}
+	lateAnswers := max(0, pending-len(late))
+	note := ""
+	if lateAnswers > 0 {
+		note = fmt.Sprintf(" (%d after the attempt had ended)", lateAnswers)
+	}
+	named := []error{err}
+	for _, ne := range late {
+		named = append(named, ne)
+	}
+	ce := noQuorumNoted(errors.Join(named...), inTime+lateAnswers, ae.Total, note)
+	ce.err = err
+	return ce
+}
+
+// closeFailed closes s after a failed acquisition and returns err as it
+// reads then. Closing waits for the failed attempt's calls still running
+// (each bounded by the node call timeout), so that a no-quorum error can
+// count the nodes that answered after the attempt had ended and name those
+// that failed then (the watcher saw their failures).
+func closeFailed(s *session, err error) error {
+	s.close()
+	var ce *cliError
+	if errors.As(err, &ce) && ce.settle != nil {
+		return ce.settle()
+	}
+	return err
 }
 
 // rejoiningError describes an attempt that rejoining nodes kept from a

@@ -67,13 +67,18 @@ func nodeErrors(err error) []*redlock.NodeError {
 }
 
 // reason returns a short cause for one node's failure: "connection
-// refused", "timed out", or the error's own message.
+// refused", "timed out", a TLS handshake's failure as the library words it
+// (with the hint that the server may not speak TLS), or the error's own
+// message.
 func reason(err error) string {
 	var errno syscall.Errno
 	var nerr net.Error
 	switch {
 	case isUnknownMaster(err):
 		return unknownMasterReason
+	case errors.Is(err, redlock.ErrTLSHandshake):
+		// Its own words: which (failed, timed out) and the hint.
+		return strings.Join(strings.Fields(unwrapNode(err).Error()), " ")
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
 	case errors.As(err, &errno):
@@ -121,7 +126,13 @@ func summarizeNodes(errs []*redlock.NodeError) string {
 // nodes that refused our credentials alone rule out a majority, it is an
 // access-denied error (its own exit code) rather than a no-quorum one.
 func noQuorumError(err error, answered, total int) *cliError {
-	msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered, %d needed", answered, total, total/2+1)
+	return noQuorumNoted(err, answered, total, "")
+}
+
+// noQuorumNoted is noQuorumError with note following "N of M answered"
+// (how the count was made).
+func noQuorumNoted(err error, answered, total int, note string) *cliError {
+	msg := fmt.Sprintf("cannot reach a majority of the nodes: %d of %d answered%s, %d needed", answered, total, note, total/2+1)
 	errs := nodeErrors(err)
 	if len(errs) > 0 {
 		msg += ": " + summarizeNodes(errs)

@@ -87,6 +87,10 @@ type cliError struct {
 	// JSON error object follows.
 	reported bool
 	err      error
+	// settle, when set, returns the error as it reads once the failed
+	// attempt's calls still running have ended (the session closed): see
+	// closeFailed.
+	settle func() *cliError
 }
 
 // Error is the one-line message.

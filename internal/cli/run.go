@@ -281,8 +281,7 @@ func (r *runner) acquire(ctx context.Context) (*session, []*redlock.Lease, error
 		leases = []*redlock.Lease{lease}
 	}
 	if err != nil {
-		s.close()
-		return nil, nil, err
+		return nil, nil, closeFailed(s, err)
 	}
 	r.app.watch.flush()
 	return s, leases, nil

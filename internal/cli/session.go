@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
-	"strings"
 
-	"github.com/e6344662/go-redlock/internal/nodeurl"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -36,9 +34,7 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 	defer cancel()
 	nodes, err := redlock.Dial(dctx, urls...)
 	if err != nil {
-		ce := opError(ctx, err, len(urls))
-		ce.msg = clip(tlsHint(ce.msg, urls))
-		return nil, ce
+		return nil, opError(ctx, err, len(urls))
 	}
 	cfg := a.g.config()
 	cfg.Observer = a.observer
@@ -51,26 +47,6 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 		return nil, classify(err)
 	}
 	return &session{nodes: nodes, locker: l}, nil
-}
-
-// tlsHintText follows "timed out" for a node named by a rediss:// URL: a
-// TLS client waiting for a plain server's handshake sees only a timeout.
-const tlsHintText = " (during the TLS handshake? if the server does not speak TLS, use redis:// rather than rediss://)"
-
-// tlsHint adds tlsHintText after "ADDR: timed out" in msg for each
-// standalone node of urls that uses TLS.
-func tlsHint(msg string, urls []string) string {
-	for _, u := range urls {
-		spec, err := nodeurl.Parse(u)
-		if err != nil || spec.Kind != nodeurl.Standalone || spec.Options.TLSConfig == nil {
-			continue
-		}
-		old := spec.Name + ": timed out"
-		if i := strings.Index(msg, old); i >= 0 && !strings.HasPrefix(msg[i+len(old):], tlsHintText) {
-			msg = msg[:i+len(old)] + tlsHintText + msg[i+len(old):]
-		}
-	}
-	return msg
 }
 
 // withSession is the frame of the commands that work on a lock over a

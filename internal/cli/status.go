@@ -140,9 +140,6 @@ func (a *App) reportStatus(res statusResult, errs []*redlock.NodeError) error {
 		if len(errs) > 0 {
 			msg += ": " + summarizeNodes(errs)
 		}
-		if urls, err := a.g.nodeURLs(a.Getenv); err == nil {
-			msg = tlsHint(msg, urls)
-		}
 		ce = &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true, msg: clip(msg)}
 		if accessDenied(errs, res.Total) {
 			ce.code, ce.kind, ce.msg = exitAccessDenied, kindAccessDenied, clip(accessDeniedPrefix+msg)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,8 +35,14 @@ type watcher struct {
 	// reported as soon as met; without a wait the error says it.
 	waits bool
 
-	mu           sync.Mutex
-	last         *redlock.AcquireError
+	mu   sync.Mutex
+	last *redlock.AcquireError
+	// lastStart is when the last failed attempt (last) started; failed
+	// holds each node's last failed acquire call, when it failed and how:
+	// those after lastStart that last does not name failed after the
+	// attempt had ended (lateFailures).
+	lastStart    time.Time
+	failed       map[string]failedCall
 	warnedRejoin bool
 	warnedNodes  map[string]bool
 	nodeWarnings []string // printed by flush, once the lock is taken
@@ -68,7 +75,7 @@ func (w *watcher) waitWith(ctx context.Context) (context.Context, func()) {
 // newWatcher returns a watcher passing events on to next (may be nil) and
 // printing its warnings with warn; waits tells whether the command waits.
 func newWatcher(next redlock.Observer, warn func(format string, args ...any), waits bool) *watcher {
-	return &watcher{next: next, warn: warn, waits: waits, warnedNodes: map[string]bool{}}
+	return &watcher{next: next, warn: warn, waits: waits, warnedNodes: map[string]bool{}, failed: map[string]failedCall{}}
 }
 
 // Observe records and reports e.
@@ -83,7 +90,7 @@ func (w *watcher) Observe(e redlock.Event) {
 			return
 		}
 		w.mu.Lock()
-		w.last = ae
+		w.last, w.lastStart = ae, time.Now().Add(-e.Latency)
 		if w.abort != nil && scriptsDisabledError(ae, nodeErrors(ae), ae.Total) != nil {
 			w.abort(errGiveUp)
 		}
@@ -97,6 +104,11 @@ func (w *watcher) Observe(e redlock.Event) {
 			w.warn("warning: %s", rejoiningText(ae, nodes))
 		}
 	case redlock.EventNodeError:
+		if ne, ok := e.Err.(*redlock.NodeError); ok && e.Op == "acquire" {
+			w.mu.Lock()
+			w.failed[e.Node] = failedCall{at: time.Now(), err: ne}
+			w.mu.Unlock()
+		}
 		why := lastingReason(e.Err)
 		if why == "" {
 			return
@@ -137,6 +149,44 @@ func (w *watcher) lastAttempt() *redlock.AcquireError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
+}
+
+// failedCall is a node call that failed: when the watcher heard of it,
+// and its error.
+type failedCall struct {
+	at  time.Time
+	err *redlock.NodeError
+}
+
+// lateFailures returns the failures of ae's calls that came after the
+// attempt had ended: the acquire calls that failed since it started, on
+// nodes that ae names neither as refusing nor as failed. ok is false when
+// ae is not the last failed attempt the watcher saw (it cannot tell). All
+// of them are known once the attempt's calls have ended (the session
+// closed).
+func (w *watcher) lateFailures(ae *redlock.AcquireError) (late []*redlock.NodeError, ok bool) {
+	if w == nil {
+		return nil, false
+	}
+	named := map[string]bool{}
+	for _, r := range ae.Refused {
+		addr, _, _ := strings.Cut(r, " (")
+		named[addr] = true
+	}
+	for _, ne := range nodeErrors(ae) {
+		named[ne.Addr] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last != ae {
+		return nil, false
+	}
+	for node, f := range w.failed {
+		if !named[node] && !f.at.Before(w.lastStart) {
+			late = append(late, f.err)
+		}
+	}
+	return late, true
 }
 
 // serverSaid is what the server answered in err, one node's failure,
