@@ -99,6 +99,7 @@ func (n countingNode) Eval(ctx context.Context, s *scripts.Script, keys []string
 // running returns only after that attempt and its clean-up are done; no
 // node call starts after Close has returned.
 func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3)
 	var closed atomic.Bool
 	var late atomic.Int32

@@ -198,6 +198,7 @@ func TestElectorLeaderNeedsAMajorityOnTheFence(t *testing.T) {
 // scheduling slack, bounded by a second lease on a busy machine), with a
 // higher fence, and the crashed leader's term has ended by then.
 func TestElectorFailoverAfterLeaderCrash(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	const lease, retry = 300 * time.Millisecond, 20 * time.Millisecond
 	cfg := constantRetry(redlock.Config{LeaseDuration: lease}, retry)
@@ -231,6 +232,7 @@ func TestElectorFailoverAfterLeaderCrash(t *testing.T) {
 // elected and writes to the resource; when the old leader wakes and writes
 // with its old fence, the resource refuses it and keeps the new value.
 func TestElectorPausedLeaderIsFencedOff(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	res := testutil.NewMiniCluster(t, 1)
 	store := fencing.NewStore(res.Client(0), "app:")
@@ -427,6 +429,7 @@ func TestElectorObserveSeesEachTerm(t *testing.T) {
 // nodes become unreachable to everyone is not reported any more: the
 // watcher gets "no leader" (unknown), not the last leader it saw.
 func TestElectorObserveReportsNoLeaderWhenTheLeaderIsLost(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3)
 	cfg := redlock.Config{LeaseDuration: 500 * time.Millisecond}
 	a := newElectionProcess(t, c, "partitioned", "a", cfg)

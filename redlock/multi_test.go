@@ -261,6 +261,7 @@ func overlapping(t *testing.T, l *redlock.Locker, rounds int) {
 // overlapping sets in opposite orders both finish, and never share a
 // resource.
 func TestAcquireAllInOppositeOrdersBothFinish(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), fastRetry(redlock.Config{}))
 	overlapping(t, l, 30)
 }

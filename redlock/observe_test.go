@@ -51,6 +51,7 @@ func (r *recorder) first(k redlock.EventKind) redlock.Event {
 // errors, release and loss are reported with counts and latencies, and the
 // log never contains a token.
 func TestObserverAndLoggerSeeTheLeaseLifecycle(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	rec := &recorder{}
 	var logs bytes.Buffer

@@ -163,6 +163,7 @@ func TestMajorityDownMakesAcquireFailWithinContext(t *testing.T) {
 // goroutines run (on an idle machine it ends a tenth of the validity
 // early, by the loss guard).
 func TestMajorityLossEndsLeaseBeforeValidity(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	for _, fault := range []string{"killed", "erroring", "lock deleted"} {
 		t.Run(fault, func(t *testing.T) {
 			c := testutil.NewMiniCluster(t, 5)

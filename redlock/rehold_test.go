@@ -103,6 +103,7 @@ func handedOverLate(t *testing.T, ctx context.Context, hung []bool) (*redlock.Lo
 // the waiter takes it as soon as a majority confirmed, not after a paused
 // node's NodeCallTimeout.
 func TestAHandOverIsTakenOnceAMajorityReheldIt(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	waiter, out, started := handedOverLate(t, testutil.Context(t), []bool{true, false, false})
 	select {
 	case <-started:
@@ -123,6 +124,7 @@ func TestAHandOverIsTakenOnceAMajorityReheldIt(t *testing.T) {
 // while a majority of its rehold calls hang returns at once, not after
 // NodeCallTimeout.
 func TestAcquireEndsWithItsContextDuringARehold(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	ctx, cancel := context.WithCancel(testutil.Context(t))
 	defer cancel()
 	waiter, out, started := handedOverLate(t, ctx, []bool{true, true, false})
@@ -164,6 +166,7 @@ func (n slowRehold) Eval(ctx context.Context, s *scripts.Script, keys []string, 
 // answer makes the majority, has answered (found by review: the waiter
 // went round and round until its context ended, holding the lock).
 func TestAHandOverWaitsForASlowMajorityNode(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	for _, delay := range []time.Duration{0, 40 * time.Millisecond} {
 		t.Run(delay.String(), func(t *testing.T) {
 			c := testutil.NewMiniCluster(t, 3)

@@ -267,6 +267,7 @@ func TestAWriterWaitsForTheReadersRelease(t *testing.T) {
 // lease renew (the lock outlives several lease durations), and a fence
 // step settles a reader's token where the counters disagree.
 func TestRWLeasesRenewAndFenceLikeMutexLeases(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3)
 	// Renewed with a third of its validity left: 600 ms gives a renewal
 	// 200 ms to land on a loaded machine (300 ms gave it 100 ms).

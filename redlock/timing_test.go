@@ -68,6 +68,7 @@ func TestRenewalExtendsValidityFromTheRenewal(t *testing.T) {
 // but so slowly that acquire plus the fence step take longer than the
 // lease's validity. The attempt must fail and leave nothing on any node.
 func TestAttemptThatOutlivesItsValidityFailsAndIsCleanedUp(t *testing.T) {
+	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3)
 	var nodes []redlock.Node
 	for _, n := range c.Nodes() {
