@@ -13,7 +13,8 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # their integration tests start real redis-server processes and bound
 # every node call; on a 2-core machine shared with other work, the two at
 # once starve each other.
-TEST_FLAGS := -race -count=1 -timeout 15m
+# -vet=off: make vet has run the whole of go vet already.
+TEST_FLAGS := -race -count=1 -timeout 15m -vet=off
 HEAVY_PKGS := ./redlock/ ./internal/cli/
 test: vet tidy
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-chaos test-checks
