@@ -8,7 +8,7 @@ function tok(t) {
 	if (t == 3 || t == 4) return "place-" cl(t - 3)
 	return "stale"
 }
-function kind(k) { return k == 1 ? "acquire" : k == 4 ? "release" : k == 5 ? "clean-up release" : k == 7 ? "rehold" : "call " k }
+function kind(k) { return k == 1 ? "acquire" : k == 4 ? "release" : k == 5 ? "clean-up release" : k == 7 ? "rehold" : k == 8 ? "leave (give back)" : "call " k }
 function say(s) { printf "%2d. %s\n", ++step, s }
 BEGIN { step = 0 }
 /START OF CYCLE/ { print "    -- the cycle: from here the steps repeat forever --"; next }
@@ -27,6 +27,7 @@ $1 == "EV" {
 	else if (e == "tally") say("client " cl($3) " tallies: " $4 " grants, " $5 " hand-overs" ($6 ? "" : ", validity over"))
 	else if (e == "tryho") say("client " cl($3) " counts " $4 " hand-overs to its place")
 	else if (e == "valid") say("client " cl($3) " holds a lease" ($4 ? " (from hand-overs)" : ""))
+	else if (e == "giveback") say("client " cl($3) " gives back its " $4 " hand-over(s) (a minority, and a node refused): its old place leaves every node; it waits in a new place with its ticket")
 	else if (e == "cleanup") say("client " cl($3) "'s attempt failed: clean-up release sent")
 	else if (e == "release") say("client " cl($3) " releases its lease " tok($4) " and calls Acquire again")
 	else if (e == "crash") say("client " cl($3) " crashes")
