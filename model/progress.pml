@@ -15,27 +15,35 @@
  *
  * Faults, all in the first phase of a run, which ends at a moment the
  * process stop picks (fair: it does end): calls and replies lost (not a
- * lease's release), a client's timeout before its answers came, a
- * validity window ending early, a live waiter's place lapsing, a
+ * lease's release, not a leave), a client's timeout before its answers
+ * came, a validity window ending early, a live waiter's place lapsing, a
  * hand-over message lost, one node down for good (node 2: the nodes are
- * symmetric), one client crashed for good. In both phases: time passes
- * (a call's hand-over window ends; after the faults only with HWEND, the
+ * symmetric; it answers at once with an error, or with SILENT not at
+ * all), one client crashed for good. In both phases: time passes (a
+ * call's hand-over window ends; after the faults only with HWEND, the
  * default; a call renews its hand-overs once its window ended), a
- * crashed client's windows end, lock
- * keys that no open window pins expire, and places of clients that no
- * longer renew them lapse.
+ * crashed client's windows end, lock keys that no open window pins
+ * expire (after the faults, a key under a place token not while its
+ * owner's attempt is under way), and places of clients that no longer
+ * renew them lapse. A waiter whose hand-overs cannot make a majority,
+ * with some node refusing, gives them back (leave) and waits in a new
+ * place with its ticket (docs/design.md 11.2).
  *
  * Switches (-D): NOSKIP (mutant: a place that lapsed is never skipped nor
  * removed: it stays the head), NOBRING (mutant: a waiter does not bring
  * its highest ticket to the other nodes, rule 2 of docs/design.md 11.1),
- * OVERLAP (no separation of attempts after the faults: the split-vote
- * livelock of docs/model.md), APART1 (attempts apart in the first phase
- * too), FAULTS=<mask> (the fault kinds of the first phase: 1 messages
- * lost, 2 a client crash, 4 node 2 down, 8 windows ending early; 15 by
- * default), NOPR (no arrival-time proposals: a newcomer's ticket is one
- * above the last place's), HWEND=0 (no live client's hand-over window
- * ends after the faults). make model checks -DFAULTS=2 -DAPART1 -DNOPR
- * -DHWEND=0 (docs/model.md, "Progress"); the full model is refuted.
+ * NOGIVEBACK (mutant: a minority of hand-overs is kept), OVERLAP (no
+ * separation of attempts after the faults: the split-vote livelock of
+ * docs/model.md), APART1 (attempts apart in the first phase too),
+ * FAULTS=<mask> (the fault kinds of the first phase: 1 messages lost, 2
+ * a client crash, 4 node 2 down, 8 windows ending early; 15 by default),
+ * MAXF=<k> (at most k losses and early window ends in all), SILENT (the
+ * node down never answers), NOPR (no arrival-time proposals: a
+ * newcomer's ticket is one above the last place's), HWEND=0 (no live
+ * client's hand-over window ends after the faults), MIDEXP (a key may
+ * expire in the middle of its owner's attempt after the faults).
+ * model/run.sh lists the configurations make model checks
+ * (docs/model.md, "Progress").
  */
 
 #define N 3
@@ -319,7 +327,9 @@ inline deliver(c, n, rp) {
   :: rp && r == ACQ && cpc[c] == TALLY && t0 == cur[c] ->
      ans[c] = ans[c] | BIT(n);
      if
-     :: r1 == 1 -> gm[c] = gm[c] | BIT(n)
+     :: r1 == 1 ->
+        /* a grant: the lock there is no hand-over (any more) */
+        gm[c] = gm[c] | BIT(n); hom[P(n,c)] = 0
      :: r1 == 2 -> hom[P(n,c)] = 1
      :: r1 == 0 ->
         /* a refusal shows that a hand-over there is gone; it brings the
