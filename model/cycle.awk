@@ -8,10 +8,26 @@ function tok(t) {
 	if (t == 3 || t == 4) return "place-" cl(t - 3)
 	return "stale"
 }
-function kind(k) { return k == 1 ? "acquire" : k == 4 ? "release" : k == 5 ? "clean-up release" : k == 7 ? "rehold" : "call " k }
-function say(s) { printf "%2d. %s\n", ++step, s }
-BEGIN { step = 0 }
-/START OF CYCLE/ { print "    -- the cycle: from here the steps repeat forever --"; next }
+function kind(k) { return k == 1 ? "acquire" : k == 4 ? "release" : k == 5 ? "clean-up release" : k == 7 ? "rehold" : k == 8 ? "leave (give back)" : "call " k }
+# Steps before the cycle are held back: a long run-up is shortened to its
+# first 10 steps, its faults and its last 30 steps (gaps marked "...").
+function say(s) {
+	line = sprintf("%2d. %s", ++step, s)
+	if (incycle) print line
+	else { pre[step] = line; fault[step] = s ~ /down for good|crashes|is lost|faults stop|ends early/ }
+}
+function flush(   i, gap) {
+	gap = 0
+	for (i = 1; i <= step; i++) {
+		if (step <= 60 || i <= 10 || i > step - 30 || fault[i]) { if (gap) print "    ..."; gap = 0; print pre[i] }
+		else gap = 1
+	}
+	if (gap) print "    ..."
+	delete pre; delete fault
+}
+BEGIN { step = 0; incycle = 0 }
+/START OF CYCLE/ { flush(); incycle = 1; print "    -- the cycle: from here the steps repeat forever --"; next }
+END { if (!incycle) flush() }
 $1 == "EV" {
 	e = $2
 	if (e == "attempt") say("client " cl($3) " starts an attempt: acquire sent to every node" ($4 ? " (bringing ticket " $4 ")" : ""))
@@ -27,6 +43,7 @@ $1 == "EV" {
 	else if (e == "tally") say("client " cl($3) " tallies: " $4 " grants, " $5 " hand-overs" ($6 ? "" : ", validity over"))
 	else if (e == "tryho") say("client " cl($3) " counts " $4 " hand-overs to its place")
 	else if (e == "valid") say("client " cl($3) " holds a lease" ($4 ? " (from hand-overs)" : ""))
+	else if (e == "giveback") say("client " cl($3) " gives back its " $4 " hand-over(s) (a minority, and a node refused): its old place leaves every node; it waits in a new place with its ticket")
 	else if (e == "cleanup") say("client " cl($3) "'s attempt failed: clean-up release sent")
 	else if (e == "release") say("client " cl($3) " releases its lease " tok($4) " and calls Acquire again")
 	else if (e == "crash") say("client " cl($3) " crashes")

@@ -15,27 +15,35 @@
  *
  * Faults, all in the first phase of a run, which ends at a moment the
  * process stop picks (fair: it does end): calls and replies lost (not a
- * lease's release), a client's timeout before its answers came, a
- * validity window ending early, a live waiter's place lapsing, a
+ * lease's release, not a leave), a client's timeout before its answers
+ * came, a validity window ending early, a live waiter's place lapsing, a
  * hand-over message lost, one node down for good (node 2: the nodes are
- * symmetric), one client crashed for good. In both phases: time passes
- * (a call's hand-over window ends; after the faults only with HWEND, the
+ * symmetric; it answers at once with an error, or with SILENT not at
+ * all), one client crashed for good. In both phases: time passes (a
+ * call's hand-over window ends; after the faults only with HWEND, the
  * default; a call renews its hand-overs once its window ended), a
- * crashed client's windows end, lock
- * keys that no open window pins expire, and places of clients that no
- * longer renew them lapse.
+ * crashed client's windows end, lock keys that no open window pins
+ * expire (after the faults, a key under a place token not while its
+ * owner's attempt is under way), and places of clients that no longer
+ * renew them lapse. A waiter whose hand-overs cannot make a majority,
+ * with some node refusing, gives them back (leave) and waits in a new
+ * place with its ticket (docs/design.md 11.2).
  *
  * Switches (-D): NOSKIP (mutant: a place that lapsed is never skipped nor
  * removed: it stays the head), NOBRING (mutant: a waiter does not bring
  * its highest ticket to the other nodes, rule 2 of docs/design.md 11.1),
- * OVERLAP (no separation of attempts after the faults: the split-vote
- * livelock of docs/model.md), APART1 (attempts apart in the first phase
- * too), FAULTS=<mask> (the fault kinds of the first phase: 1 messages
- * lost, 2 a client crash, 4 node 2 down, 8 windows ending early; 15 by
- * default), NOPR (no arrival-time proposals: a newcomer's ticket is one
- * above the last place's), HWEND=0 (no live client's hand-over window
- * ends after the faults). make model checks -DFAULTS=2 -DAPART1 -DNOPR
- * -DHWEND=0 (docs/model.md, "Progress"); the full model is refuted.
+ * NOGIVEBACK (mutant: a minority of hand-overs is kept), OVERLAP (no
+ * separation of attempts after the faults: the split-vote livelock of
+ * docs/model.md), APART1 (attempts apart in the first phase too),
+ * FAULTS=<mask> (the fault kinds of the first phase: 1 messages lost, 2
+ * a client crash, 4 node 2 down, 8 windows ending early; 15 by default),
+ * MAXF=<k> (at most k losses and early window ends in all), SILENT (the
+ * node down never answers), NOPR (no arrival-time proposals: a
+ * newcomer's ticket is one above the last place's), HWEND=0 (no live
+ * client's hand-over window ends after the faults), MIDEXP (a key may
+ * expire in the middle of its owner's attempt after the faults).
+ * model/run.sh lists the configurations make model checks
+ * (docs/model.md, "Progress").
  */
 
 #define N 3
@@ -56,6 +64,7 @@
 #define REL 4   /* a lease's release: hands over */
 #define CLN 5   /* an attempt's clean-up release: hands nothing over */
 #define REHOLD 7
+#define LEAVE 8 /* a place leaves, giving back a lock handed over to it */
 
 /* one call in flight per client and node: kind (0: none), token, and the
  * ticket an acquire brings */
@@ -97,10 +106,21 @@ bit turn;         /* after the faults: whose attempt goes next after a failed on
 #ifndef FAULTS
 #define FAULTS 15
 #endif
-#define LOSS (!fdone && (FAULTS & 1))   /* replies, clean-ups, hand-over messages lost */
+/* MAXF=k: at most k message losses and early window ends in all (the
+ * budget; none by default: any number before the faults stop) */
+#ifdef MAXF
+byte nf;          /* losses and early ends so far */
+#define BUDGET (nf < MAXF)
+#define SPEND nf++
+#else
+#define BUDGET true
+#define SPEND skip
+#endif
+#define LOSS (!fdone && (FAULTS & 1) && BUDGET)   /* replies, clean-ups, hand-over messages lost */
 #define CRASH (!fdone && (FAULTS & 2))  /* a client crashes */
 #define DOWN (!fdone && (FAULTS & 4))   /* node 2 goes down */
 #define TIME (!fdone && (FAULTS & 8))   /* a live client's windows end early (its places lapse) */
+#define TIMEF (TIME && BUDGET)          /* one such end */
 #ifndef HWEND
 #define HWEND 1
 #endif
@@ -108,6 +128,9 @@ bit turn;         /* after the faults: whose attempt goes next after a failed on
 #define POP(m) (((m) & 1) + (((m) >> 1) & 1) + (((m) >> 2) & 1))
 #define BIT(n) (1 << (n))
 #define NOPEND(c) (rk[S(c,0)] == 0 && rk[S(c,1)] == 0 && rk[S(c,2)] == 0)
+#define LEAVING(c) (rk[S(c,0)] == LEAVE || rk[S(c,1)] == LEAVE || rk[S(c,2)] == LEAVE)
+#define HM(c) (hom[P(0,c)] + 2*hom[P(1,c)] + 4*hom[P(2,c)])
+#define DM (dead[0] + 2*dead[1] + 4*dead[2])
 #define LIVE(c) (cpc[c] != CRASHED)
 
 /* the property's propositions: a live client waits for the lock (is in
@@ -278,7 +301,12 @@ inline deliver(c, n, rp) {
            /* step: q_give: to the head, the caller's own place passed over */
            scan(n, c);
            if
-           :: h != C -> lock[n] = PT(h); pl[P(n,h)] = 0; tk[P(n,h)] = 0; hom[P(n,h)] = 1
+           :: h != C ->
+              lock[n] = PT(h); pl[P(n,h)] = 0; tk[P(n,h)] = 0;
+              /* its message names the place: a waiter that gave that
+               * place back (its leave still on the way) has a new one
+               * and does not hear it */
+              if :: !LEAVING(h) -> hom[P(n,h)] = 1 :: else -> skip fi
            :: else -> lock[n] = 0
            fi;
            purge(n)
@@ -288,13 +316,20 @@ inline deliver(c, n, rp) {
      :: r == REHOLD ->
         /* step: rehold (a grant moved under the place's token) */
         if :: lock[n] == t0 -> lock[n] = PT(c); r1 = 1 :: else -> skip fi
+     :: r == LEAVE ->
+        /* step: leave (with give: a lock the place's token holds is
+         * given up, deleted, never handed on) */
+        if :: lock[n] == t0 -> lock[n] = 0 :: else -> skip fi;
+        pl[P(n,c)] = 0; tk[P(n,c)] = 0
      fi
   fi;
   if
   :: rp && r == ACQ && cpc[c] == TALLY && t0 == cur[c] ->
      ans[c] = ans[c] | BIT(n);
      if
-     :: r1 == 1 -> gm[c] = gm[c] | BIT(n)
+     :: r1 == 1 ->
+        /* a grant: the lock there is no hand-over (any more) */
+        gm[c] = gm[c] | BIT(n); hom[P(n,c)] = 0
      :: r1 == 2 -> hom[P(n,c)] = 1
      :: r1 == 0 ->
         /* a refusal shows that a hand-over there is gone; it brings the
@@ -392,8 +427,8 @@ inline tryho(c) {
 
 #define DELIVER(nn) \
   :: d_step { rk[S(c,nn)] != 0 -> rp = 1; deliver(c, nn, rp) } \
-  :: d_step { LOSS && (rk[S(c,nn)] == ACQ || rk[S(c,nn)] == REHOLD) -> rp = 0; deliver(c, nn, rp) } \
-  :: d_step { LOSS && rk[S(c,nn)] == CLN -> \
+  :: d_step { LOSS && (rk[S(c,nn)] == ACQ || rk[S(c,nn)] == REHOLD) -> SPEND; rp = 0; deliver(c, nn, rp) } \
+  :: d_step { LOSS && rk[S(c,nn)] == CLN -> SPEND; \
        printf("EV lost %d %d %d\n", nn, c, rk[S(c,nn)]); \
        if :: lock[nn] == rt[S(c,nn)] -> lock[nn] = STALE :: else -> skip fi; \
        rk[S(c,nn)] = 0; rt[S(c,nn)] = 0; ra[S(c,nn)] = 0 }
@@ -443,6 +478,10 @@ end:
        printf("EV attempt %d %d\n", c, mt[c]);
        n = 0; do :: n < N -> send(c, n, ACQ, AT(c), mt[c]); n++ :: else -> break od;
 #endif
+#ifndef SILENT
+       /* a node down answers at once, with an error (connection refused) */
+       ans[c] = DM;
+#endif
        n = 0; cpc[c] = TALLY }
   :: d_step { cpc[c] == TALLY && READY(c) ->
        g = POP(gm[c]); h = POP(hom[P(0,c)] + 2*hom[P(1,c)] + 4*hom[P(2,c)]);
@@ -470,6 +509,23 @@ end:
           od;
           n = 0; cpc[c] = REHOLDING
        :: g == 0 && h >= Q && hw[c] -> tryho(c)
+#ifndef NOGIVEBACK
+       :: h > 0 && g + h + (N - POP(ans[c])) < Q && (ans[c] & ~gm[c] & ~HM(c) & ~DM) != 0 ->
+          /* the nodes handed over to the place, the grants and the
+           * nodes that did not answer cannot make a majority, and some
+           * node refused: the place gives its hand-overs back (leave, to
+           * every node) and the waiter takes a new place with the same
+           * ticket; what it knew of the old place's hand-overs goes
+           * (docs/design.md 11.2). With 3 nodes this means no grant and
+           * every node answered: the failed attempt has nothing to clean
+           * up, so the leave goes at once (the code sends it once the
+           * clean-up is done). The next attempt waits for the leave
+           * (NOPEND; docs/model.md). */
+          printf("EV giveback %d %d\n", c, h);
+          cleanup(c); assert(NOPEND(c));
+          n = 0; do :: n < N -> send(c, n, LEAVE, PT(c), 0); n++ :: else -> break od; n = 0;
+          hom[P(0,c)] = 0; hom[P(1,c)] = 0; hom[P(2,c)] = 0
+#endif
        :: else -> cleanup(c)
        fi;
        g = 0; h = 0 }
@@ -495,13 +551,17 @@ end:
 /* time and the faults of the nodes; the faults (!fdone) stop once stop
  * has run */
 #define ENVC(c) \
-  :: d_step { hw[c] && (cpc[c] == CRASHED || TIME || (fdone && HWEND)) -> printf("EV tickh %d\n", c); hw[c] = 0 } \
-  :: d_step { vt[c] && (cpc[c] == CRASHED || TIME) -> printf("EV tick %d\n", c); vt[c] = 0 }
+  :: d_step { hw[c] && (cpc[c] == CRASHED || TIMEF || (fdone && HWEND)) -> \
+       if :: cpc[c] != CRASHED && !fdone -> SPEND :: else -> skip fi; \
+       printf("EV tickh %d\n", c); hw[c] = 0 } \
+  :: d_step { vt[c] && (cpc[c] == CRASHED || TIMEF) -> \
+       if :: cpc[c] != CRASHED -> SPEND :: else -> skip fi; \
+       printf("EV tick %d\n", c); vt[c] = 0 }
 #define LAPSE(n, c) \
   :: d_step { pl[P(n,c)] == 1 && !hw[c] && (cpc[c] == CRASHED || TIME) -> \
        printf("EV lapse %d %d\n", n, c); pl[P(n,c)] = 2 }
 #define LOSEHO(n, c) \
-  :: d_step { LOSS && hom[P(n,c)] -> printf("EV holost %d %d\n", n, c); hom[P(n,c)] = 0 }
+  :: d_step { LOSS && hom[P(n,c)] -> SPEND; printf("EV holost %d %d\n", n, c); hom[P(n,c)] = 0 }
 
 active proctype env() {
   byte t, j, m, d;
@@ -524,16 +584,26 @@ end:
 /* a lock key expires once no open window pins it: one process per node,
  * so that weak fairness makes each node's key expire, whatever happens
  * on the others */
+#ifdef MIDEXP
+#define MIDATT(n) false
+#else
+#define MIDATT(n) (fdone && ISPT(lock[n]) && (INATT(OWNER(lock[n])) || !NOPEND(OWNER(lock[n]))))
+#endif
 proctype expiry(byte n) {
 end:
   do
-  :: d_step { lock[n] != 0 && !PROT(n) -> printf("EV expire %d %d\n", n, lock[n]); lock[n] = 0 }
+  :: d_step { lock[n] != 0 && !PROT(n) && !MIDATT(n) -> printf("EV expire %d %d\n", n, lock[n]); lock[n] = 0 }
   od
 }
 
 /* the faults stop at some moment (weak fairness runs it) */
 active proctype stop() {
-  d_step { printf("EV calm\n"); fdone = 1 }
+  d_step {
+    printf("EV calm\n"); fdone = 1
+#ifdef MAXF
+    ; nf = 0   /* no longer read: forgotten, which merges states */
+#endif
+  }
 }
 
 init {
