@@ -6,10 +6,10 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak model
 
 # Two lanes, then the two longest packages. The chaos suite (./chaos) is
-# bound by the wall clock (each scenario runs for a fixed time), so it runs
-# beside the rest of the checks: staticcheck, the short fuzzing, and the
-# packages whose tests are short or wait on servers (testutil, fencing,
-# model, ...). Then ./redlock and ./internal/cli, one at a time (-p 1):
+# bound by the wall clock (each scenario runs for a fixed time), so it runs,
+# then ./testutil (servers starting), beside the rest of the checks:
+# staticcheck, the short fuzzing, and the packages whose tests are short
+# (fencing, model, ...). Then ./redlock and ./internal/cli, one at a time (-p 1):
 # their integration tests start real redis-server processes and bound
 # every node call; on a 2-core machine shared with other work, the two at
 # once starve each other.
@@ -23,9 +23,10 @@ test: vet tidy
 .PHONY: test-chaos test-checks
 test-chaos:
 	$(GO) test $(TEST_FLAGS) ./chaos/
+	$(GO) test $(TEST_FLAGS) ./testutil/
 test-checks: staticcheck
 	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
-	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/redlock$$' -e '/internal/cli$$')
+	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/testutil$$' -e '/redlock$$' -e '/internal/cli$$')
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
