@@ -22,9 +22,9 @@ import (
 	"strings"
 )
 
-// Script is one Lua script of this package. Its fields are fixed when the
-// package loads; a Script is compared by identity (the package's variables
-// are the only ones), and is safe to share between goroutines.
+// Script is one Lua script: its name, source and digest, fixed when it is
+// made (this package's scripts when the package loads). It is compared by
+// identity (Grants) and is safe to share between goroutines.
 type Script struct {
 	name string
 	src  string
