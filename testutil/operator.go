@@ -177,3 +177,44 @@ func infoInt(ctx context.Context, s *RedisServer, section, field string) (int64,
 	}
 	return strconv.ParseInt(v, 10, 64)
 }
+
+// DefaultMarker is the data-loss rule's marker key (docs/design.md §6.2)
+// of a Locker with the default key prefix in db 0.
+const DefaultMarker = "redlock:~trust:db0"
+
+// Vouch writes the marker DefaultMarker on s, vouching for its data from
+// now: a Locker with the default prefix in db 0 then grants at once on a
+// fresh server, instead of sitting out its rejoin delay at first use (a
+// missing marker is a loss: a fresh server cannot be told from a flushed
+// one). Every server the package starts is vouched for this way as it
+// first comes up (a fixture: no lease can have been granted on it yet);
+// a test of the first use deletes the marker (DEL DefaultMarker) or runs
+// FLUSHALL. A replica, a cluster node and a stand-in without a replication
+// id are left alone.
+func (s *RedisServer) Vouch(ctx context.Context) error {
+	info, err := s.Do(ctx, "INFO", "replication").Text()
+	if err != nil {
+		return nil // a sentinel, or a server that does not say: not a lock node
+	}
+	role, _ := infoField(info, "role")
+	id, ok := infoField(info, "master_replid")
+	if role != "master" || !ok {
+		return nil
+	}
+	if ci, err := s.Do(ctx, "INFO", "cluster").Text(); err == nil {
+		if on, _ := infoField(ci, "cluster_enabled"); on == "1" {
+			return nil
+		}
+	}
+	tv, err := s.Do(ctx, "TIME").StringSlice()
+	if err != nil || len(tv) != 2 {
+		return fmt.Errorf("testutil: vouch for %s: TIME: %v", s.Addr(), err)
+	}
+	sec, err1 := strconv.ParseInt(tv[0], 10, 64)
+	usec, err2 := strconv.ParseInt(tv[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("testutil: vouch for %s: TIME: %w", s.Addr(), err)
+	}
+	now := strconv.FormatInt(sec*1_000_000+usec, 10)
+	return s.Do(ctx, "SET", DefaultMarker, "v4 "+id+" "+now+" "+now+" -").Err()
+}
