@@ -133,7 +133,12 @@ local function t_trust(km, delay)
     redis.call('SET', km, 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
       string.format('%.0f', seen) .. ' ' .. why)
   end
-  if now < from then return nil, math.ceil((from - now) / 1000), why end
+  if now < from then
+    -- A marker that vouches from a time still ahead: the clock is behind
+    -- it (stepped back by less than t_tick since seen was written).
+    if why == '-' then why = 'clock-back' end
+    return nil, math.ceil((from - now) / 1000), why
+  end
   return string.format('%.0f', from)
 end
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/e6344662/go-redlock/redlock"
 )
 
 // Operator actions on real redis-servers, as an operator (or a monitoring
@@ -192,6 +194,11 @@ const DefaultMarker = "redlock:~trust:db0"
 // FLUSHALL. A replica, a cluster node and a stand-in without a replication
 // id are left alone.
 func (s *RedisServer) Vouch(ctx context.Context) error {
+	return s.VouchFor(ctx, redlock.DefaultKeyPrefix)
+}
+
+// VouchFor is Vouch for a Locker with key prefix prefix (db 0).
+func (s *RedisServer) VouchFor(ctx context.Context, prefix string) error {
 	info, err := s.Do(ctx, "INFO", "replication").Text()
 	if err != nil {
 		return nil // a sentinel, or a server that does not say: not a lock node
@@ -215,6 +222,41 @@ func (s *RedisServer) Vouch(ctx context.Context) error {
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("testutil: vouch for %s: TIME: %w", s.Addr(), err)
 	}
-	now := strconv.FormatInt(sec*1_000_000+usec, 10)
-	return s.Do(ctx, "SET", DefaultMarker, "v4 "+id+" "+now+" "+now+" -").Err()
+	return s.Do(ctx, "SET", redlock.MarkerKeys(prefix, 0, false)[0], vouching(id, sec*1_000_000+usec)).Err()
+}
+
+// vouching is a marker's value that vouches for replication id id from
+// now (µs on the server's clock).
+func vouching(id string, now int64) string {
+	us := strconv.FormatInt(now, 10)
+	return "v4 " + id + " " + us + " " + us + " -"
+}
+
+// Vouch writes on every shard the markers of its hash slots for a Locker
+// with the default prefix (redlock.MarkerKeys), as RedisServer.Vouch does
+// for a server: a fixture, so that a new cluster grants at once.
+func (c *Cluster) Vouch(ctx context.Context) error {
+	markers := redlock.MarkerKeys(redlock.DefaultKeyPrefix, 0, true)
+	for i, sh := range c.shards {
+		p := sh.servers[0]
+		id, err := ReplID(ctx, p)
+		if err != nil {
+			return err
+		}
+		tv, err := p.Do(ctx, "TIME").StringSlice()
+		if err != nil || len(tv) != 2 {
+			return fmt.Errorf("testutil: vouch for %s: TIME: %v", p.Addr(), err)
+		}
+		sec, _ := strconv.ParseInt(tv[0], 10, 64)
+		usec, _ := strconv.ParseInt(tv[1], 10, 64)
+		v := vouching(id, sec*1_000_000+usec)
+		pipe := p.Client().Pipeline()
+		for slot := sh.lo; slot <= sh.hi; slot++ {
+			pipe.Set(ctx, markers[slot], v, 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("testutil: vouch for shard %d: %w", i, err)
+		}
+	}
+	return nil
 }
