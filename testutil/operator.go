@@ -250,12 +250,14 @@ func (c *Cluster) Vouch(ctx context.Context) error {
 		sec, _ := strconv.ParseInt(tv[0], 10, 64)
 		usec, _ := strconv.ParseInt(tv[1], 10, 64)
 		v := vouching(id, sec*1_000_000+usec)
-		pipe := p.Client().Pipeline()
-		for slot := sh.lo; slot <= sh.hi; slot++ {
-			pipe.Set(ctx, markers[slot], v, 0)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("testutil: vouch for shard %d: %w", i, err)
+		for lo := sh.lo; lo <= sh.hi; lo += 256 {
+			pipe := p.Client().Pipeline()
+			for slot := lo; slot <= min(lo+255, sh.hi); slot++ {
+				pipe.Set(ctx, markers[slot], v, 0)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fmt.Errorf("testutil: vouch for shard %d: %w", i, err)
+			}
 		}
 	}
 	return nil
