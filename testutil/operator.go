@@ -240,10 +240,10 @@ func (s *RedisServer) VouchFor(ctx context.Context, prefix string) error {
 }
 
 // vouching is a marker's value that vouches for replication id id from
-// now (µs on the server's clock).
+// the start of the current second (now in µs on the server's clock), so
+// that the floor it sets does not split the nodes' first counters.
 func vouching(id string, now int64) string {
-	us := strconv.FormatInt(now, 10)
-	return "v4 " + id + " " + us + " " + us + " -"
+	return "v4 " + id + " " + strconv.FormatInt(now-now%1_000_000, 10) + " " + strconv.FormatInt(now, 10) + " -"
 }
 
 // Vouch writes on every shard the markers of its hash slots for a Locker
