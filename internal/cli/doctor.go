@@ -74,7 +74,12 @@ reports CLUSTER INFO (FAIL when not ok). A Sentinel group
 failover can lose the last writes. The node set (node "*"): node_count
 (WARN when even or below 3), quorum (FAIL when no majority of the nodes is
 reachable), distinct (FAIL when two URLs reach the same server, by the
-run_id of every server behind them). Exits 1 when any check is FAIL.
+run_id of every server behind them), independent (FAIL when a node's
+server is another listed node's server, its replica or its primary, by
+INFO replication: a replica is never a vote), clocks (FAIL when two node
+clocks differ by the fencing tokens' bound, min(9.5s, the rejoin delay),
+or more; WARN above ` + clockWarn.String() + `, or when a node clock is that far from
+this host's). Exits 1 when any check is FAIL.
 Works with the minimal ACL user of docs/security.md (CONFIG is then WARN).
 
 ` + exitCodeHelp,
@@ -216,7 +221,7 @@ func diagnose(ctx context.Context, nodes []*doctorNode, prefix string, timeout, 
 	for _, nr := range results {
 		res.Checks = append(res.Checks, nr.rows()...)
 	}
-	res.Checks = append(res.Checks, nodeSetChecks(results)...)
+	res.Checks = append(append(res.Checks, nodeSetChecks(results)...), independentCheck(results), clocksCheck(servers, rejoin))
 	for _, c := range res.Checks {
 		switch c.Status {
 		case statusFail:

@@ -38,6 +38,9 @@ type nodeReport struct {
 	reachable bool
 	runID     string
 	checks    []check
+	// ident is what INFO says of the server's identity and replication,
+	// for the node set's independent check (doctor_topology.go).
+	ident serverIdentity
 	// clock is the server's clock minus this host's at the same instant
 	// (RTT-compensated); clockErr is half the round trip of that sample.
 	// clockVia says where the clock was read when not from TIME; clockFail
@@ -89,6 +92,7 @@ type target struct {
 func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 	r := &nodeReport{addr: t.label}
 	c := t.client
+	r.ident = serverIdentity{label: t.label, dialled: c.Options().Addr}
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, timeout) }
 
 	rtt, err := pingRTT(ctx, c, timeout)
@@ -106,6 +110,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 		r.add("version", statusWarn, "INFO server failed: %s", reason(err))
 	} else {
 		r.runID = server["run_id"]
+		r.ident.runID, r.ident.port = server["run_id"], server["tcp_port"]
 		checkVersion(r, t.kind, server)
 	}
 
@@ -115,6 +120,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 	if err != nil {
 		r.add("role", statusWarn, "INFO replication failed: %s", reason(err))
 	} else {
+		r.ident.replication(repl)
 		checkRole(r, t.kind, repl)
 	}
 

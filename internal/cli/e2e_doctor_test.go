@@ -71,7 +71,7 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	require.True(t, res.OK)
 	require.Zero(t, res.Fail)
 	require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-	require.Len(t, res.Checks, 5*10+3)
+	require.Len(t, res.Checks, 5*10+5)
 	for _, s := range c.Servers() {
 		for _, name := range []string{"reachable", "version", "role", "persistence", "eviction", "trust", "scripts", "clock"} {
 			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s", s.Addr(), name)
@@ -82,7 +82,7 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	require.Regexp(t, `(?m)^NODE\s+CHECK\s+STATUS\s+DETAIL$`, r.stdout)
 	require.Contains(t, r.stdout, "appendonly yes, appendfsync always")
-	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 53 OK")
+	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 55 OK")
 }
 
 // TestE2EDoctorFlagsUnsafeNodes: a replica is FAIL; an eviction policy
@@ -103,9 +103,9 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 
 	urls := []string{primary.URL(), lru.URL(), noAOF.URL(), volatile.URL(), replica.URL()}
 	r, res, checks := doctorChecks(t, urls)
-	requireCode(t, r, exitFailure, "doctor: 1 check FAILs")
+	requireCode(t, r, exitFailure, "doctor: 2 checks FAIL")
 	require.False(t, res.OK)
-	require.Equal(t, 1, res.Fail)
+	require.Equal(t, 2, res.Fail) // the replica's role, and the node set: not independent
 
 	want := map[string]string{
 		lru.Addr() + " eviction":         statusWarn,
@@ -119,6 +119,7 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 		nodeSetNode + " node_count":      statusOK,
 		nodeSetNode + " quorum":          statusOK,
 		nodeSetNode + " distinct":        statusOK,
+		nodeSetNode + " independent":     statusFail,
 		lru.Addr() + " reachable":        statusOK,
 		noAOF.Addr() + " version":        statusOK,
 		volatile.Addr() + " persistence": statusOK,
@@ -140,7 +141,7 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 	requireCode(t, r, exitFailure, "")
 	require.Regexp(t, `(?m)^`+lru.Addr()+`\s+eviction\s+WARN\s+maxmemory-policy allkeys-lru`, r.stdout)
 	require.Regexp(t, `(?m)^`+replica.Addr()+`\s+role\s+FAIL\s+replica of`, r.stdout)
-	require.Contains(t, r.stdout, "doctor: 1 FAIL, 5 WARN") // the appendonly-no node is also rejoining
+	require.Contains(t, r.stdout, "doctor: 2 FAIL, 5 WARN") // the appendonly-no node is also rejoining
 
 	// With the data-loss rule off, nothing makes an evicting node sit out.
 	r = cli(t, nodesEnv(urls[1:4]), "doctor", "--json", "--rejoin-delay", "0")

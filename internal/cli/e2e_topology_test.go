@@ -120,7 +120,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		require.Equal(t, 3, res.Nodes)
 		require.Equal(t, 2, res.Quorum)
 		require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-		require.Len(t, res.Checks, 3*(1+3*10)+3)
+		require.Len(t, res.Checks, 3*(1+3*10)+5)
 		for _, c := range clusters {
 			name := nodeName(t, c.URL())
 			require.Equal(t, statusOK, checks[name+" cluster_state"].Status)
@@ -148,7 +148,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		requireCode(t, r, exitOK, "")
 		name := nodeName(t, urls[0])
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(name+"/"+clusters[0].Shard(1).Addr())+`\s+scripts\s+OK\s+EVALSHA and EVAL`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 96 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 98 OK: no FAIL")
 		t.Logf("doctor on three clusters:\n%s", r.stdout)
 	})
 
@@ -239,7 +239,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r, res, checks := doctorChecks(t, urls)
 		requireCode(t, r, exitOK, "")
 		require.Equal(t, 3, res.Nodes)
-		require.Len(t, res.Checks, 3*10+3)
+		require.Len(t, res.Checks, 3*10+5)
 		require.Equal(t, 2, res.Warn, "checks: %+v", res.Checks)
 		for _, g := range groups {
 			name := nodeName(t, g.URL())
@@ -258,7 +258,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r = cli(t, env, "doctor")
 		requireCode(t, r, exitOK, "")
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(nodeName(t, urls[1]))+`\s+role\s+WARN\s+the group's current primary`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 31 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 33 OK: no FAIL")
 		t.Logf("doctor on two Sentinel groups and a server:\n%s", r.stdout)
 	})
 }
