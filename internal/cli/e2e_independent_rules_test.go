@@ -37,7 +37,11 @@ func TestDependenceRules(t *testing.T) {
 		},
 		{
 			name: "two replicas of one unlisted primary",
-			a:    replica, b: func() serverIdentity { r := replica; r.label, r.runID, r.dialled = "r2", "dddd", "10.0.0.4:6380"; return r }(),
+			a:    replica, b: func() serverIdentity {
+				r := replica
+				r.label, r.runID, r.dialled = "r2", "dddd", "10.0.0.4:6380"
+				return r
+			}(),
 			want: "r and r2 hold one replication history",
 		},
 	} {

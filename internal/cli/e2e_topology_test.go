@@ -133,7 +133,7 @@ func TestE2EThreeClusters(t *testing.T) {
 				// The lock commands left a marker in each slot they used.
 				tr := checks[shard+" trust"]
 				require.Regexp(t, `^\d+ slot markers?; the latest trusted since `, tr.Detail)
-				require.Equal(t, "redlock:{*}~trust", tr.Trust.Marker)
+				require.Equal(t, "redlock:{*}~trust:db0", tr.Trust.Marker)
 				require.Positive(t, tr.Trust.SlotMarkers)
 				require.Zero(t, tr.Trust.SlotsWaiting)
 				require.Contains(t, checks[shard+" version"].Detail, "(cluster)")
@@ -178,10 +178,10 @@ func TestE2EThreeClusters(t *testing.T) {
 		_, _, checks := doctorChecks(t, urls)
 		tr := checks[nodeName(t, c.URL())+"/"+c.Shard(0).Addr()+" trust"]
 		require.Equal(t, statusWarn, tr.Status, "%+v", tr)
-		require.Regexp(t, `^1 slot marker; 1 sitting out, the longest for \S+ more: the server lost data while running`, tr.Detail)
+		require.Regexp(t, `^1 slot marker; 1 sitting out, the longest for \S+ more: its marker was missing`, tr.Detail)
 		require.Equal(t, trustSittingOut, tr.Trust.State)
 		require.Equal(t, 1, tr.Trust.SlotsWaiting)
-		require.Equal(t, "lost", tr.Trust.Why)
+		require.Equal(t, "no-marker", tr.Trust.Why)
 		r = cli(t, env, "release", perShard[0][0], "--token", token)
 		requireCode(t, r, exitOK, "")
 	})
