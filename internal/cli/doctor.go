@@ -44,21 +44,20 @@ func (a *App) doctorCmd() *cobra.Command {
   role         a replica is FAIL; a primary with replicas is WARN
   persistence  appendonly yes + appendfsync always is OK; anything less is
                WARN (a restarted node forgets locks and fence counters)
-  eviction     maxmemory-policy noeviction (or no maxmemory) is OK;
-               allkeys-* and volatile-* with a maxmemory can evict lock
-               keys: WARN (the node then sits out the rejoin delay, and
-               every lock reads INFO there), FAIL with --rejoin-delay 0
+  eviction     maxmemory-policy noeviction or volatile-* is OK (a live
+               lease's evidence has no TTL); allkeys-* with a maxmemory is
+               FAIL (the library refuses the node), without one WARN
   memory       used memory at or above maxmemory is FAIL (the node refuses
                every new lock: OOM), above 90% of it WARN
-  rejoin       how the node comes back from a restart: at once when it
-               fsyncs every write; else it refuses locks until it has been
-               up for --rejoin-delay (default --ttl): WARN while it is
-               rejoining now, or when the uptime or the check is off
-  trust        the node's marker (PREFIX~trust; on a cluster, per slot):
-               "trusted since" a time, "sitting out for" how long and why
-               (WARN), or no marker yet (the first lock judges from INFO);
-               FAIL when the node's user may not run INFO in a script (the
-               node could not judge a loss) or the marker holds foreign data
+  rejoin       every restart (durable or not), failover or loss of data
+               makes the node sit out --rejoin-delay (default --ttl);
+               WARN with the rule off (--rejoin-delay 0)
+  trust        the node's marker (PREFIX~trust:dbN; on a cluster, per
+               slot): "trusted since" a time, "sitting out for" how long
+               and why, no marker or one for another replication id (the
+               next lock sits out) (WARN); FAIL when the node's user may
+               not run INFO in a script (every granting script reads the
+               server's identity so) or the marker holds foreign data
   scripts      EVALSHA and EVAL both run redlock's read-only inspect script
                on a key under --prefix; a renamed, disabled or refused
                EVALSHA or EVAL is FAIL
