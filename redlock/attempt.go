@@ -323,13 +323,13 @@ func (ls *Lease) confirmFence(ctx context.Context, granted []int, counters []fen
 func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered []int) <-chan struct{} {
 	ls.cancel(ErrLeaseReleased)
 	quick := make(chan struct{})
-	a := releaseArgs{keys: ls.keys, token: ls.token}
+	a := newBareRelease(releaseArgs{keys: ls.keys, token: ls.token})
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
 		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, a, allAnswers, namingHeads)
+			l.releaseOn(ctx, now, a, allAnswers)
 		}
 		close(quick)
 		if len(answered) == len(l.nodes) {
@@ -351,7 +351,7 @@ func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered [
 			}
 		}
 		if len(rest) > 0 {
-			l.releaseOn(ctx, rest, a, allAnswers, namingHeads)
+			l.releaseOn(ctx, rest, a, allAnswers)
 		}
 	}()
 	return quick

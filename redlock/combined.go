@@ -240,7 +240,7 @@ func (l *Locker) cleanupCombined(leases []*Lease, replies <-chan reply[multiGran
 		var wg sync.WaitGroup
 		for _, ls := range leases {
 			wg.Go(func() {
-				l.releaseOn(context.Background(), idxs, releaseArgs{keys: ls.keys, token: ls.token}, allAnswers, namingHeads)
+				l.releaseOn(context.Background(), idxs, newBareRelease(releaseArgs{keys: ls.keys, token: ls.token}), allAnswers)
 			})
 		}
 		wg.Wait()

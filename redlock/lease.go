@@ -35,9 +35,10 @@ type Lease struct {
 	token   string
 	fence   fencing.Token
 	granted []string
-	// place is the fair Acquire's place in the wait queue, which the
-	// release removes from the nodes that did not grant ("" for none).
-	place string
+	// hooks are what the waiting that took the lease adds to its release
+	// and its end (wait.go): the Locker's own unless an Acquire's waiting
+	// gave its own.
+	hooks leaseHooks
 
 	// ctx is the lease's own cancel context; Context returns it wrapped in
 	// a leaseCtx, which also ends it when ValidUntil has passed.
@@ -58,11 +59,6 @@ type Lease struct {
 	// acquiring counts the acquisition's node calls still running; the lock
 	// is released only after they finish, so no late grant can outlive it.
 	acquiring sync.WaitGroup
-	// queuing are the node calls of the Acquire's earlier attempts that
-	// were still running when the lease was granted (a fair Acquire's):
-	// one that lands after the release, which removes the place, queues it
-	// again, so the lease leaves the queue once more after them.
-	queuing []startedCalls
 
 	mu            sync.Mutex
 	validUntil    time.Time
@@ -80,6 +76,7 @@ func newLease(l *Locker, resource, token string) *Lease {
 		key:      key,
 		keys:     lockKeys(key),
 		token:    token,
+		hooks:    l.hooks,
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -252,34 +249,17 @@ func (ls *Lease) setValidUntil(t time.Time) {
 
 // releaseNodes deletes the lock on every node, announcing it to waiters,
 // and says how it went: nil when a majority released it. ctx bounds only
-// the retries of releaseAgain; it cancels no call.
+// the retries of releaseAgain; it cancels no call. The lease's hooks make
+// each node's call and hear its answer, and follow a release that a
+// majority confirmed (waking waiters, standing back).
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.releaseArgs(), majorityYes, handingOver)
-	hs := []*heard{h}
-	t, hs = ls.releaseAgain(ctx, t, hs)
+	r := ls.hooks.release(releaseArgs{keys: ls.keys, token: ls.token, notify: ls.notify})
+	t := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), r, majorityYes)
+	t = ls.releaseAgain(ctx, t, r)
 	if t.yes >= l.quorum {
-		listeners, heads := 0, []string(nil)
-		for _, h := range hs {
-			h.mu.Lock()
-			listeners = max(listeners, h.listeners)
-			heads = append(heads, h.heads...)
-			h.mu.Unlock()
-		}
-		if l.fair {
-			// A waiter of this Locker that the nodes named the head of the
-			// queue need not wait for the announcements.
-			l.hub.wakeHeads(ls.key, heads)
-		} else {
-			// Without the nodes' queue, this Locker wakes its own next
-			// waiter (its own announcements then wake no one else) and
-			// stands back.
-			l.hub.released(ls.key, releaseID(ls.token))
-			if listeners > 0 {
-				l.noteRelease(ls.key, time.Since(start))
-			}
-		}
+		r.done(time.Since(start))
 	}
 	var err error
 	switch {
@@ -310,12 +290,12 @@ const releaseRetries = 2
 // the first call ran without its answer arriving, handed the lock on, or
 // the node never held it. So nil means that a majority no longer hold the
 // lock under the lease's token; a lease that had been lost or had expired
-// is reported as such before any retry. It returns the merged tally and
-// every round's heard.
-func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally, []*heard) {
+// is reported as such before any retry. It returns the merged tally; r
+// hears every round.
+func (ls *Lease) releaseAgain(ctx context.Context, t tally, r releasing) tally {
 	l := ls.locker
 	if context.Cause(ls.ctx) != ErrLeaseReleased {
-		return t, hs
+		return t
 	}
 	var b backoff.BackOff // made on the first retry: most releases need none
 	for range releaseRetries {
@@ -331,16 +311,10 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 			break
 		}
 		if await(ctx, nil, wait) != nil {
-			return t, hs
+			return t
 		}
-		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.releaseArgs(), majorityYes, handingOver)
-		hs = append(hs, h)
+		again := l.releaseOn(context.WithoutCancel(ctx), t.silent, r, majorityYes)
 		t = tally{yes: t.yes + again.yes + again.no, no: t.no, errs: again.errs, silent: again.silent}
 	}
-	return t, hs
-}
-
-// releaseArgs is the lease's release call.
-func (ls *Lease) releaseArgs() releaseArgs {
-	return releaseArgs{keys: ls.keys, token: ls.token, place: ls.place, notify: ls.notify}
+	return t
 }

@@ -28,8 +28,8 @@ type Locker struct {
 	// data holds, by node index, what the Locker last learned of the
 	// node's data (nil until it used the node).
 	data []atomic.Pointer[nodeData]
-	// handOvers are the hand-overs of a release, by dataKind.
-	handOvers [3]handOver
+	// hooks are the leases' release and end hooks (wait.go).
+	hooks leaseHooks
 	// slotted holds, by node index, whether the node refused the keys of
 	// several hash slots in one script (a Redis Cluster): AcquireAll then
 	// calls it once per slot group.
@@ -90,7 +90,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		yields:   make(map[string]time.Time),
 		workers:  newWorkers(),
 	}
-	l.handOvers = newHandOvers(cfg, l.seedStep)
+	l.hooks = newLeaseHooks(l)
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
 	if b, ok := nodes[0].(interface{ boundedByContext() bool }); ok && len(nodes) == 1 {
 		// One node whose every call returns by its deadline: fan-outs call
@@ -279,6 +279,6 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	t, _ := l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(l.Key(resource)), token: token}, allAnswers, handingOver)
+	t := l.releaseOn(ctx, l.allIdxs(), l.hooks.release(releaseArgs{keys: lockKeys(l.Key(resource)), token: token}), allAnswers)
 	return l.verdict("release", resource, t)
 }

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -167,76 +166,17 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 	return &QuorumError{Op: op, Resource: resource, Yes: t.yes, No: t.no, Total: len(l.nodes), Needed: l.quorum, Nodes: t.errs}
 }
 
-// heard is what the nodes of one release said beyond yes or no: the most
-// waiters any of them announced it to, and the heads of the wait queue
-// they named without handing the lock over to them.
-type heard struct {
-	mu        sync.Mutex
-	listeners int
-	heads     []string
-}
-
-func (h *heard) add(r released) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.listeners = max(h.listeners, r.listeners)
-	if r.head != "" && r.counter == 0 && !slices.Contains(h.heads, r.head) {
-		h.heads = append(h.heads, r.head)
-	}
-}
-
-// handRule says what a release does for the head of the wait queue.
-type handRule int
-
-const (
-	// namingHeads names the head, which tries again (an attempt's
-	// clean-up).
-	namingHeads handRule = iota
-	// handingOver hands the lock over to the head (a lease's release, a
-	// release by token: docs/design.md section 11.2).
-	handingOver
-)
-
-// releaseOn deletes a's lock where a.token holds it on the nodes with the
+// releaseOn deletes a lock where its token holds it on the nodes with the
 // given indexes (each announces the release to waiters), reading the
-// answers as stop says and treating the wait queue's head as hand says.
-// It returns the tally and what the nodes said of the announcement, which
-// may still change when it returned before every node answered: read it
-// under its lock. a.place, when not empty, is the caller's place in the
-// lock's wait queue (a lease taken by a fair Acquire), which the nodes
-// remove.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop stopRule, hand handRule) (tally, *heard) {
-	h := &heard{}
-	key := a.keys[0]
-	// The arguments, built once per hand-over the nodes take: a node's
-	// depends only on what the Locker knows of its data (handOver).
-	a.prepare()
-	var kinds [3]releaseArgs
-	handing := l.fair && hand == handingOver
-	for _, i := range idxs {
-		if k := l.dataKind(i); handing && kinds[k].list == nil {
-			kinds[k] = a.withHandOver(l.handOver(k))
-		}
-	}
-	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
-		args := a
-		if handing {
-			marker := l.gateFor(ctx, i).marker(key)
-			k := l.dataKind(i)
-			if args = kinds[k]; args.list == nil { // learned meanwhile (gateFor)
-				args = a.withHandOver(l.handOver(k))
-			}
-			args.marker = marker
-		}
-		r, err := release(ctx, l.nodes[i], args)
-		h.add(r)
-		if r.counter > 0 {
-			// A waiter of this Locker need not wait for the announcement.
-			l.hub.handOver(key, i, r.head, r.counter)
-		}
-		return r.released, err
+// answers as stop says. r makes each node's call (the lock, the token,
+// and what the waiting adds: wait.go) and hears each answer, which may
+// still come after releaseOn returned before every node answered.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, r releasing, stop stopRule) tally {
+	return l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
+		rp, err := release(ctx, l.nodes[i], r.args(ctx, i))
+		r.heard(i, rp)
+		return rp.released, err
 	})
-	return t, h
 }
 
 // allIdxs returns the indexes of every node (shared; never modified).

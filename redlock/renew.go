@@ -65,30 +65,19 @@ func (ls *Lease) ended() bool {
 }
 
 // end finishes the lease, once, in its owner's goroutine: it waits for the
-// renewal and acquisition calls still running (so that none lands after;
-// the calls of the Acquire's earlier attempts are followed by a leaving),
+// renewal and acquisition calls still running (so that none lands after),
 // releases the lock on the nodes unless the lease was orphaned (recording
-// the outcome in releaseErr), and lets the Locker forget it. ctx is
-// Release's, bounding its retries (releaseNodes).
+// the outcome in releaseErr), tells its hooks that it ended, and lets the
+// Locker forget it. ctx is Release's, bounding its retries (releaseNodes).
 func (ls *Lease) end(ctx context.Context) {
 	l := ls.locker
 	ls.calls.Wait()
 	ls.acquiring.Wait()
-	if context.Cause(ls.ctx) != ErrLeaseOrphaned {
-		late := running(ls.queuing, nil) // may land after the release
+	orphaned := context.Cause(ls.ctx) == ErrLeaseOrphaned
+	if !orphaned {
 		ls.releaseErr = ls.releaseNodes(ctx)
-		if len(late) > 0 {
-			// A call of an earlier attempt still on its way may queue the
-			// place again after the release: leave (giving back a lock
-			// handed over to it) once those calls have ended.
-			ls.leaveAfter(late, givingBack)
-		}
-	} else if ls.place != "" {
-		// The lock stays until its TTL, but the Acquire's place, which may
-		// still stand where a node refused, must not be handed a lock that
-		// nobody would renew or release: it leaves the queue.
-		ls.leaveAfter(running(ls.queuing, nil), keeping)
 	}
+	ls.hooks.ended(orphaned)
 	l.forget(ls)
 	close(ls.done)
 	l.bg.Done()
@@ -127,12 +116,4 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 			return time.Time{}, false
 		}
 	}
-}
-
-// leaveAfter takes the lease's place out of the queue on every node, in
-// the background, once the given attempt calls have ended (leaveQueue);
-// with givingBack, a lock handed over to the place is given up too.
-func (ls *Lease) leaveAfter(calls []startedCalls, lock handedLock) {
-	l := ls.locker
-	l.leaveQueue(ls.key, &place{member: ls.place, handState: &handState{calls: calls}}, l.allIdxs(), lock)
 }

@@ -57,6 +57,55 @@ func (noWait) listen(*outcome) time.Duration                  { return 0 }
 func (noWait) failed(context.Context, *outcome, string) []int { return nil }
 func (noWait) granted(*Lease)                                 {}
 
+// leaseHooks is what the waiting adds to a lease's release and end: the
+// Locker's own (newLeaseHooks) for every lease, or those a fair Acquire
+// gives the lease it took (its place). lease.go, renew.go and quorum.go
+// call them and know nothing of places, tickets or hand-overs.
+type leaseHooks interface {
+	// release begins one release of a's lock (a lease's, with its retries,
+	// or a release by token): it makes each node's call and hears its
+	// answer.
+	release(a releaseArgs) releasing
+	// ended follows the lease's end: after its release, or without one
+	// when the lease was orphaned (its lock left to its TTL).
+	ended(orphaned bool)
+}
+
+// releasing is one release's calls on the nodes (Locker.releaseOn).
+type releasing interface {
+	// args returns node i's release call.
+	args(ctx context.Context, i int) releaseArgs
+	// heard reads node i's answer; it runs on the node call's goroutine.
+	heard(i int, r released)
+	// done follows a release that a majority confirmed; took is how
+	// long it took.
+	done(took time.Duration)
+}
+
+// newLeaseHooks returns a Locker's lease hooks: a release hands the lock
+// over to the head of the nodes' queue when the Locker queues (fair), and
+// wakes this Locker's next waiter otherwise.
+func newLeaseHooks(l *Locker) leaseHooks {
+	if l.fair {
+		return newFairLeases(l)
+	}
+	return plainLeases{l}
+}
+
+// bareRelease releases a lock and nothing more: no hand-over, nothing
+// heard, nothing after (an attempt's clean-up, whose nodes name the head
+// of their queue but hand nothing over).
+type bareRelease struct{ a releaseArgs }
+
+func newBareRelease(a releaseArgs) bareRelease {
+	a.prepare()
+	return bareRelease{a}
+}
+
+func (r bareRelease) args(context.Context, int) releaseArgs { return r.a }
+func (bareRelease) heard(int, released)                     {}
+func (bareRelease) done(time.Duration)                      {}
+
 // newWaiting returns the waiting of one Acquire of resource: fair when the
 // Locker queues (Config.QueueTTL), plain otherwise.
 func (l *Locker) newWaiting(ctx context.Context, resource string) (waiting, error) {

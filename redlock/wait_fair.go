@@ -85,12 +85,13 @@ func (fw *fairWait) failed(ctx context.Context, o *outcome, token string) []int 
 	return kept
 }
 
-// granted makes the lease's release remove the place where it may still
-// stand (nodes that did not grant; a lock handed over there meanwhile is
-// the lease's, renewed and released with the others), and leave again
-// after the calls still running then (a late call may queue it again).
+// granted gives the lease hooks whose release also removes the place
+// where it may still stand (nodes that did not grant; a lock handed over
+// there meanwhile is the lease's, renewed and released with the others),
+// and leave again after the calls still running then (a late call may
+// queue it again).
 func (fw *fairWait) granted(ls *Lease) {
-	ls.place, ls.queuing = fw.p.member, running(fw.p.calls, &ls.acquiring)
+	ls.hooks = &placeLease{fairLeases: ls.hooks.(*fairLeases), key: fw.key, place: fw.p.member, queuing: running(fw.p.calls, &ls.acquiring)}
 }
 
 func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration, error) {
@@ -308,27 +309,128 @@ func (l *Locker) inboxChannel() string {
 	return releaseChannel(l.inbox)
 }
 
-// handOver is what a node needs to hand a lock it releases over to the
-// head of its wait queue: this Locker's rejoin delay (unless the rule does
-// not apply to the node: RejoinDelay negative, or a stand-in that does not
-// report its uptime), whether the node's server was last seen keeping its
-// data through a restart, and the seed step.
-func (l *Locker) handOver(k dataKind) handOver {
-	return l.handOvers[k]
+// fairLeases are the lease hooks of a Locker whose waiters queue on the
+// nodes: a release hands the lock over to the head of each node's queue
+// (docs/design.md §11.2), and this Locker's waiters that the nodes named
+// the head are woken at once.
+type fairLeases struct {
+	l *Locker
+	// handOvers are the hand-overs of a release, by dataKind, built once.
+	handOvers [3]handOver
 }
 
-// newHandOvers builds the hand-over of each kind of node data, once per
-// Locker (handOver).
-func newHandOvers(cfg Config, step string) (hs [3]handOver) {
-	for k := range hs {
-		h := handOver{delay: cfg.RejoinDelay, durable: dataKind(k) == durableData, step: step}
+func newFairLeases(l *Locker) *fairLeases {
+	f := &fairLeases{l: l}
+	for k := range f.handOvers {
+		h := handOver{delay: l.cfg.RejoinDelay, durable: dataKind(k) == durableData, step: l.seedStep}
 		if dataKind(k) == uncheckedData {
 			h.delay = -1
 		}
 		h.built = h.args()
-		hs[k] = h
+		f.handOvers[k] = h
 	}
-	return hs
+	return f
+}
+
+// release builds a's calls once per kind of node data the nodes have: a
+// node's hand-over depends only on what the Locker knows of its data.
+func (f *fairLeases) release(a releaseArgs) releasing {
+	a.prepare()
+	r := &handingOver{l: f.l, f: f, a: a}
+	for i := range f.l.nodes {
+		if k := f.l.dataKind(i); r.kinds[k].list == nil {
+			r.kinds[k] = a.withHandOver(f.handOvers[k])
+		}
+	}
+	return r
+}
+
+func (*fairLeases) ended(bool) {}
+
+// handingOver is a release that hands the lock over to the head of each
+// node's queue; it notes the heads the nodes named without handing the
+// lock over to them.
+type handingOver struct {
+	l     *Locker
+	f     *fairLeases
+	a     releaseArgs
+	kinds [3]releaseArgs
+	mu    sync.Mutex
+	heads []string
+}
+
+func (r *handingOver) args(ctx context.Context, i int) releaseArgs {
+	marker := r.l.gateFor(ctx, i).marker(r.a.keys[0])
+	k := r.l.dataKind(i)
+	args := r.kinds[k]
+	if args.list == nil { // learned meanwhile (gateFor)
+		args = r.a.withHandOver(r.f.handOvers[k])
+	}
+	args.marker = marker
+	return args
+}
+
+func (r *handingOver) heard(i int, rp released) {
+	switch {
+	case rp.counter > 0:
+		// A waiter of this Locker need not wait for the announcement.
+		r.l.hub.handOver(r.a.keys[0], i, rp.head, rp.counter)
+	case rp.head != "":
+		r.mu.Lock()
+		if !slices.Contains(r.heads, rp.head) {
+			r.heads = append(r.heads, rp.head)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// done wakes a waiter of this Locker that the nodes named the head of the
+// queue: it need not wait for the announcements.
+func (r *handingOver) done(time.Duration) {
+	r.mu.Lock()
+	heads := r.heads
+	r.mu.Unlock()
+	r.l.hub.wakeHeads(r.a.keys[0], heads)
+}
+
+// placeLease are the hooks of a lease a fair Acquire took: its release
+// also removes the Acquire's place from the nodes where it may still
+// stand, and the place leaves the queue again after the node calls of the
+// Acquire's earlier attempts that were still running when the lease was
+// granted (queuing): one that lands after the release queues it again.
+type placeLease struct {
+	*fairLeases
+	key, place string
+	queuing    []startedCalls
+	// late are the queuing calls still running when the release began.
+	late []startedCalls
+}
+
+func (p *placeLease) release(a releaseArgs) releasing {
+	a.place = p.place
+	p.late = running(p.queuing, nil) // may land after the release
+	return p.fairLeases.release(a)
+}
+
+// ended leaves the queue after the late calls: giving back a lock handed
+// over to the place after the release; keeping it when the lease was
+// orphaned (its lock stays until its TTL, but the place must not be handed
+// a lock that nobody would renew or release).
+func (p *placeLease) ended(orphaned bool) {
+	switch {
+	case orphaned:
+		p.leaveAfter(running(p.queuing, nil), keeping)
+	case len(p.late) > 0:
+		p.leaveAfter(p.late, givingBack)
+	}
+}
+
+// leaveAfter takes the place out of the queue on every node, in the
+// background, once the given attempt calls have ended (leaveQueue); with
+// givingBack, a lock handed over to the place is given up too.
+func (p *placeLease) leaveAfter(calls []startedCalls, lock handedLock) {
+	l := p.l
+	l.leaveQueue(p.key, &place{member: p.place, handState: &handState{calls: calls}}, l.allIdxs(), lock)
 }
 
 // dataKind is what the Locker knows of a node's data, as a hand-over

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,4 +84,44 @@ func (l *Locker) noteRelease(key string, took time.Duration) {
 		}
 	}
 	l.yields[key] = until
+}
+
+// plainLeases are the lease hooks of a Locker without the nodes' queue: a
+// release that a majority confirmed wakes this Locker's own next waiter
+// (its own announcements then wake no one else), and the Locker stands
+// back when others listened.
+type plainLeases struct{ l *Locker }
+
+func (p plainLeases) release(a releaseArgs) releasing {
+	a.prepare()
+	return &announcing{l: p.l, a: a}
+}
+
+func (plainLeases) ended(bool) {}
+
+// announcing is a plain release: it counts the most waiters a node
+// announced it to.
+type announcing struct {
+	l         *Locker
+	a         releaseArgs
+	listeners atomic.Int64
+}
+
+func (r *announcing) args(context.Context, int) releaseArgs { return r.a }
+
+func (r *announcing) heard(_ int, rp released) {
+	for n := int64(rp.listeners); ; {
+		old := r.listeners.Load()
+		if n <= old || r.listeners.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+func (r *announcing) done(took time.Duration) {
+	key := r.a.keys[0]
+	r.l.hub.released(key, releaseID(r.a.token))
+	if r.listeners.Load() > 0 {
+		r.l.noteRelease(key, took)
+	}
 }
