@@ -42,9 +42,10 @@ func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease,
 	for k, r := range resources {
 		keys[k] = l.Key(r)
 	}
-	return l.waitCombined(ctx, allName(resources), keys, 0, func() ([]*Lease, *AcquireError, error) {
-		return l.attemptAll(ctx, resources, false)
-	}, nil)
+	what := allName(resources)
+	return l.acquire(ctx, what, l.waitOn(what, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+		return l.attempt(ctx, l.requestAll(resources, false), w)
+	})
 }
 
 // TryAcquireAll makes one attempt at every resource at once (see
@@ -58,13 +59,8 @@ func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) ([]*Lea
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	leases, _, err := l.attemptAll(ctx, resources, true)
-	if err != nil {
-		return nil, err
-	}
-	l.emit(Event{Kind: EventAcquired, Resource: allName(resources), Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
-	return leases, nil
+	leases, _, err := l.tryOnce(ctx, allName(resources), l.requestAll(resources, true))
+	return leases, err
 }
 
 // allName names a set of resources in reports.
@@ -96,22 +92,17 @@ func checkResources(resources []string) error {
 	return nil
 }
 
-// attemptAll is one combined attempt at every resource (strict: see
-// combined).
-func (l *Locker) attemptAll(ctx context.Context, resources []string, strict bool) ([]*Lease, *AcquireError, error) {
+// requestAll is one attempt at every resource (strict: see request).
+func (l *Locker) requestAll(resources []string, strict bool) request {
 	leases := make([]*Lease, len(resources))
 	for k, r := range resources {
 		leases[k] = newLease(l, r, newToken())
 	}
 	groups := slotGroups(leases)
-	return l.attemptCombined(ctx, combined{
-		what:   allName(resources),
-		leases: leases,
-		strict: strict,
-		call: func(ctx context.Context, i int) (multiGrant, error) {
-			return l.acquireAllOn(ctx, i, leases, groups)
-		},
-	})
+	what := allName(resources)
+	return request{resource: what, name: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
+		return l.acquireAllOn(ctx, i, leases, groups)
+	}}
 }
 
 // acquireAllOn asks node i for every lease's lock under the rejoin rule

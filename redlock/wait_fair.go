@@ -23,13 +23,30 @@ type fairWait struct {
 	// waiter when the current attempt started.
 	syncs int
 	notes uint64
+	// heard holds, by node index, the current attempt's answers (each
+	// written by its call before the attempt reads the answer: read only
+	// the answered nodes'); took says the last failed attempt found locks
+	// held by the place (a hand-over not announced yet).
+	heard []grant
+	took  bool
 }
 
 // queue also notes how many hand-overs had been announced before the
-// attempt's calls went out: failed forgets only those.
-func (fw *fairWait) queue() *queueArgs {
-	fw.notes = fw.l.hub.notes(fw.w)
-	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}
+// attempt's calls went out (failed forgets only those), and reads each
+// node's answer into heard: a refusal because the place holds the lock is
+// a hand-over.
+func (fw *fairWait) queue() (*queueArgs, func(int, grant, *vote)) {
+	if fw.w != nil {
+		fw.notes = fw.l.hub.notes(fw.w)
+	}
+	heard := make([]grant, len(fw.l.nodes))
+	fw.heard = heard
+	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}, func(i int, g grant, v *vote) {
+		heard[i] = g
+		if g.handed {
+			v.reason = handedReason
+		}
+	}
 }
 
 func (fw *fairWait) started(c startedCalls) {
@@ -39,12 +56,33 @@ func (fw *fairWait) started(c startedCalls) {
 	fw.p.addCalls(c, fw.l.cfg.NodeCallTimeout)
 }
 
+// view is what the attempt's answered nodes said of the queue: the nodes
+// whose lock is held by the caller's place (a hand-over the caller had not
+// heard of), how many refused for another reason, and the tickets.
+func (fw *fairWait) view(o *outcome) (handed []int, others int, q queueView) {
+	for _, i := range o.answered {
+		g := fw.heard[i]
+		switch {
+		case g.handed:
+			handed = append(handed, i)
+		case slices.Contains(o.unsure, i) || g.OK:
+		default:
+			others++
+			q.add(g)
+		}
+	}
+	return handed, others, q
+}
+
 // listen hears the nodes a little longer when some hold the lock for the
 // caller's place but not a majority: whether the others refuse decides
 // whether the place gives them back (next). Briefly, so that a paused
 // node does not hold the attempt up.
 func (fw *fairWait) listen(o *outcome) time.Duration {
-	if len(o.handed) == 0 || len(o.granted) >= fw.l.quorum {
+	if len(o.granted) >= fw.l.quorum {
+		return 0
+	}
+	if handed, _, _ := fw.view(o); len(handed) == 0 {
 		return 0
 	}
 	elapsed := time.Since(o.start)
@@ -62,26 +100,26 @@ func (fw *fairWait) listen(o *outcome) time.Duration {
 // full TTL) and count as handed over.
 func (fw *fairWait) failed(ctx context.Context, o *outcome, token string) []int {
 	l, p := fw.l, fw.p
+	handed, _, _ := fw.view(o)
+	fw.took = len(handed) > 0
 	for _, i := range o.answered {
 		switch {
-		case slices.Contains(o.handed, i):
-			p.found[i] = max(p.found[i], o.counters[i])
+		case slices.Contains(handed, i):
+			p.found[i] = max(p.found[i], fw.heard[i].Counter)
 		case !slices.Contains(o.unsure, i):
 			delete(p.found, i)
 			l.hub.forgetHandOver(fw.w, i, fw.notes)
 		}
 	}
-	if len(o.granted) == 0 || len(o.handed) == 0 || len(o.granted)+len(o.handed) < l.quorum || ctx.Err() != nil {
+	if len(o.granted) == 0 || len(handed) == 0 || len(o.granted)+len(handed) < l.quorum || ctx.Err() != nil {
 		return nil
 	}
 	held := l.rehold(ctx, fw.key, o.granted, token, p, allAnswers)
 	kept := make([]int, 0, len(held))
 	for i, c := range held {
 		p.found[i] = max(p.found[i], c)
-		o.handed = append(o.handed, i)
 		kept = append(kept, i)
 	}
-	o.granted = slices.DeleteFunc(o.granted, func(i int) bool { _, ok := held[i]; return ok })
 	return kept
 }
 
@@ -96,7 +134,8 @@ func (fw *fairWait) granted(ls *Lease) {
 
 func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration, error) {
 	l, p := fw.l, fw.p
-	if o.others > 0 {
+	_, others, q := fw.view(o)
+	if others > 0 {
 		if h, _ := l.handed(p, fw.w); len(h) > 0 && len(h)+o.err.Granted+o.silent < l.quorum {
 			// The nodes handed the lock over to this place, but not a
 			// majority of them, and even with the nodes that did not
@@ -116,7 +155,7 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 			return nil, 0, l.await(ctx, nil, d)
 		}
 	}
-	if len(o.handed) > 0 {
+	if fw.took {
 		// The attempt found locks handed over to this place that no
 		// announcement had told of yet.
 		if lease, _ := fw.handedOver(ctx); lease != nil {
@@ -127,20 +166,18 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 	// alike. Nodes that gave different tickets are told at once (twice at
 	// most in a row; a node that keeps disagreeing is told on the next
 	// attempt).
-	p.ticket = max(p.ticket, o.queue.hi)
-	if o.queue.lo != o.queue.hi && fw.syncs < 2 {
+	p.ticket = max(p.ticket, q.hi)
+	if q.lo != q.hi && fw.syncs < 2 {
 		fw.syncs++
 		return nil, 0, nil
 	}
 	fw.syncs = 0
-	if fw.w == nil {
-		fw.w = l.hub.join(fw.key, p.id)
-	}
+	fw.joinHub(p.id)
 	// Renew the place in time, and try again when the head's place runs
 	// out (a waiter that died holds the lock up no longer).
 	limit := p.ttl / 3
-	if o.queue.headLeft > 0 {
-		limit = min(limit, o.queue.headLeft+time.Millisecond)
+	if q.headLeft > 0 {
+		limit = min(limit, q.headLeft+time.Millisecond)
 	}
 	wait, err := fw.pause(o, limit)
 	return nil, wait, err

@@ -6,19 +6,22 @@ import (
 	"time"
 )
 
-// plainWait is an Acquire's waiting without the nodes' wait queue
-// (Config.QueueTTL negative): it sleeps on the backoff, woken by a
-// release that a majority of nodes announced. Waiters of one Locker take
-// turns in arrival order (the hub wakes one per release), and a Locker
-// that just released a lock others wait for stands back a moment.
+// plainWait is a waiting without the nodes' wait queue: Acquire's when
+// Config.QueueTTL is negative, and always AcquireAll's, the read-write
+// lock's and the semaphore's. It sleeps on the backoff, woken by a release
+// of one of its keys that a majority of nodes announced. Waiters of one
+// Locker take turns in arrival order (the hub wakes one per release), and
+// a Locker that just released a lock others wait for stands back a moment
+// before its own next Acquire of it.
 type plainWait struct {
 	waitBase
 	noWait
 }
 
-// newPlainWait stands back if this Locker just released the lock while
-// others were waiting, and queues behind this Locker's waiters of the lock
-// rather than spend an attempt that cannot win.
+// newPlainWait is an Acquire's plain waiting: it stands back if this
+// Locker just released the lock while others were waiting, and queues
+// behind this Locker's waiters of the lock rather than spend an attempt
+// that cannot win.
 func newPlainWait(ctx context.Context, base waitBase) (*plainWait, error) {
 	pw := &plainWait{waitBase: base}
 	l := base.l
@@ -26,7 +29,7 @@ func newPlainWait(ctx context.Context, base waitBase) (*plainWait, error) {
 		return nil, err
 	}
 	if l.hub.queued(pw.key) {
-		if pw.w = l.hub.join(pw.key, ""); pw.w != nil {
+		if pw.joinHub(""); pw.w != nil {
 			if err := l.await(ctx, pw.w, pw.b.NextBackOff()); err != nil {
 				pw.leaveHub()
 				return nil, err
@@ -36,10 +39,15 @@ func newPlainWait(ctx context.Context, base waitBase) (*plainWait, error) {
 	return pw, nil
 }
 
+// waitOn returns the plain waiting of an acquisition of resource whose
+// lock keys are keys (AcquireAll, the read-write lock, the semaphore): it
+// never pauses longer than limit, when positive.
+func (l *Locker) waitOn(resource string, keys []string, limit time.Duration) *plainWait {
+	return &plainWait{waitBase: l.newWaitBase(resource, keys, limit)}
+}
+
 func (pw *plainWait) next(_ context.Context, o *outcome) (*Lease, time.Duration, error) {
-	if pw.w == nil {
-		pw.w = pw.l.hub.join(pw.key, "")
-	}
+	pw.joinHub("")
 	wait, err := pw.pause(o, 0)
 	return nil, wait, err
 }
