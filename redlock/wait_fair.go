@@ -353,13 +353,13 @@ func (l *Locker) inboxChannel() string {
 type fairLeases struct {
 	l *Locker
 	// handOvers are the hand-overs of a release, by dataKind, built once.
-	handOvers [3]handOver
+	handOvers [2]handOver
 }
 
 func newFairLeases(l *Locker) *fairLeases {
 	f := &fairLeases{l: l}
 	for k := range f.handOvers {
-		h := handOver{delay: l.cfg.RejoinDelay, durable: dataKind(k) == durableData, step: l.seedStep}
+		h := handOver{delay: l.cfg.RejoinDelay, step: l.seedStep}
 		if dataKind(k) == uncheckedData {
 			h.delay = -1
 		}
@@ -391,7 +391,7 @@ type handingOver struct {
 	l     *Locker
 	f     *fairLeases
 	a     releaseArgs
-	kinds [3]releaseArgs
+	kinds [2]releaseArgs
 	mu    sync.Mutex
 	heads []string
 }
@@ -478,25 +478,18 @@ const (
 	// uncheckedData: the node does not report its uptime (a stand-in):
 	// the data-loss rule does not apply.
 	uncheckedData dataKind = iota
-	// volatileData: a server that may lose writes in a restart, or one
-	// the Locker could not learn about yet.
-	volatileData
-	// durableData: servers that keep every write through a restart.
-	durableData
+	// checkedData: a server whose data the rule checks, or one the
+	// Locker could not learn about yet.
+	checkedData
 )
 
 // dataKind returns what the Locker last learned of node i's data.
 func (l *Locker) dataKind(i int) dataKind {
 	d := l.data[i].Load()
-	switch {
-	case d == nil:
-		return volatileData
-	case d.u.Since.IsZero():
+	if d != nil && d.u.Since.IsZero() {
 		return uncheckedData
-	case d.u.Durable:
-		return durableData
 	}
-	return volatileData
+	return checkedData
 }
 
 // handedLock says what a place that leaves the queue does with a lock
