@@ -16,13 +16,15 @@ import (
 // head's place has left. When ctx ends first, the error wraps ctx.Err()
 // and describes the last attempt; it is never reported as ErrNotAcquired.
 // The caller's place is given up when Acquire returns without a lease.
-func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
+func (l *Locker) Acquire(ctx context.Context, resource string) (lease *Lease, err error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
 	if !l.enter() {
 		return nil, ErrClosed
 	}
+	ctx, op := l.beginAcquire(ctx, "acquire", LockMutex, resource)
+	defer l.endAcquire(ctx, &op, &lease, nil, &err)
 	// Close waits for the call, and wakes it (Locker.closing): it leaves
 	// the nodes' queues before Close returns.
 	defer l.bg.Done()
@@ -34,19 +36,23 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	defer func() { w.done(won) }()
 	began := time.Now()
 	var last error // the last attempt's *AcquireError
+	told := false  // the rejoin wait was reported (rejoinWait)
 	for attempts := 1; ; attempts++ {
+		op.try()
 		lease, o, err := l.attempt(ctx, resource, w)
 		if o != nil && !o.err.permanent {
+			l.rejoinWait(ctx, o, &told)
 			last = err
 			var wait time.Duration
 			if lease, wait, err = w.next(ctx, o); lease == nil && err == nil && wait > 0 {
 				lease, err = w.sleep(ctx, wait)
 			}
+			op.handOver = lease != nil
 		}
 		switch {
 		case lease != nil:
 			won = true
-			l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+			l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
 			return lease, nil
 		case err == nil:
 		case ctx.Err() != nil && last != nil:
@@ -104,14 +110,17 @@ func ctxEnded(ctx context.Context, resource string, last error) error {
 
 // TryAcquire makes exactly one attempt to acquire resource. When the lock is
 // busy the error wraps ErrNotAcquired and is an *AcquireError.
-func (l *Locker) TryAcquire(ctx context.Context, resource string) (*Lease, error) {
+func (l *Locker) TryAcquire(ctx context.Context, resource string) (lease *Lease, err error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "try_acquire", LockMutex, resource)
+	defer l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	start := time.Now()
-	lease, _, err := l.attempt(ctx, resource, noWait{})
+	lease, _, err = l.attempt(ctx, resource, noWait{})
 	if err == nil {
-		l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
+		l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: resource, Granted: len(lease.granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
 	}
 	return lease, err
 }

@@ -113,12 +113,13 @@ func (l *Locker) attempt(ctx context.Context, resource string, w attemptHooks) (
 		return nil, nil, ErrClosed
 	}
 	defer l.bg.Done()
+	ctx = l.begin(ctx, Event{Kind: EventAttemptStart, Resource: resource, Total: len(l.nodes)})
 	ls := newLease(l, resource, newToken())
 	o := newOutcome(resource, l.quorum, len(l.nodes))
 	ls.validUntil = o.start.Add(l.cfg.validity())
 	r := l.ask(ctx, ls, o, w)
 	token, failure := l.decide(ctx, ls, o, r)
-	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
+	l.emitCtx(ctx, Event{Kind: EventAttempt, Resource: resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
 	if failure != nil {
 		l.fail(ctx, ls, o, r, w)
 		if !isReport(failure) {

@@ -56,6 +56,7 @@ func (l *Locker) attemptCombined(ctx context.Context, c combined) ([]*Lease, *Ac
 	}
 	defer l.bg.Done()
 	n := len(l.nodes)
+	ctx = l.begin(ctx, Event{Kind: EventAttemptStart, Resource: c.what, Total: n})
 	start := time.Now()
 	validUntil := start.Add(l.cfg.validity())
 	first := c.leases[0]
@@ -101,7 +102,7 @@ func (l *Locker) attemptCombined(ctx context.Context, c combined) ([]*Lease, *Ac
 		ae.Reason = "validity elapsed during the attempt"
 		failure = ae.finish(t.rejoining)
 	}
-	l.emit(Event{Kind: EventAttempt, Resource: c.what, Granted: len(t.granted), Total: n, Latency: time.Since(start), Err: failure})
+	l.emitCtx(ctx, Event{Kind: EventAttempt, Resource: c.what, Granted: len(t.granted), Total: n, Latency: time.Since(start), Err: failure})
 	if failure != nil {
 		if (c.strict || len(t.granted)+len(t.unsure) > 0) && !timedOut && ctx.Err() == nil {
 			// Let the calls still running answer, so that the clean-up
@@ -313,7 +314,7 @@ func (l *Locker) waitCombined(ctx context.Context, what string, keys []string, l
 		start := time.Now()
 		leases, ae, err := attempt()
 		if err == nil {
-			l.emit(Event{Kind: EventAcquired, Resource: what, Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+			l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: what, Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
 			return leases, nil
 		}
 		if ae == nil || ae.permanent {

@@ -34,15 +34,18 @@ const MaxAcquireAll = 256
 // AcquireAll does not queue: it is refused while a fair Acquire waits for
 // one of the resources, as TryAcquire is. When ctx ends the error wraps
 // ctx.Err(), never ErrNotAcquired.
-func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) AcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
 	keys := make([]string, len(resources))
 	for k, r := range resources {
 		keys[k] = l.Key(r)
 	}
 	return l.waitCombined(ctx, allName(resources), keys, 0, func() ([]*Lease, *AcquireError, error) {
+		op.try()
 		return l.attemptAll(ctx, resources, false)
 	}, nil)
 }
@@ -54,16 +57,19 @@ func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease,
 // NodeCallTimeout, so a paused node makes a refusal that slow) and gives
 // back what any granted before it returns; a node still silent then is
 // released as soon as its call ends.
-func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "try_acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
+	op.try()
 	start := time.Now()
-	leases, _, err := l.attemptAll(ctx, resources, true)
+	leases, _, err = l.attemptAll(ctx, resources, true)
 	if err != nil {
 		return nil, err
 	}
-	l.emit(Event{Kind: EventAcquired, Resource: allName(resources), Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
+	l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: allName(resources), Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
 	return leases, nil
 }
 

@@ -87,14 +87,20 @@ func (rw *RWLock) intentTTL() time.Duration {
 // TryAcquire makes one attempt to take the lock exclusively (a writer).
 // When readers or a writer hold it the error wraps ErrNotAcquired and is
 // an *AcquireError. It records no intent: readers are not held up by it.
-func (rw *RWLock) TryAcquire(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) TryAcquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "try_acquire", LockWrite, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptWrite(ctx, "", nil) })
 }
 
 // TryAcquireShared makes one attempt to take the lock shared (a reader).
 // When a writer holds it, or waits for it, the error wraps
 // ErrNotAcquired and is an *AcquireError.
-func (rw *RWLock) TryAcquireShared(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) TryAcquireShared(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "try_acquire", LockRead, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptRead(ctx) })
 }
 
@@ -105,7 +111,7 @@ func (rw *RWLock) once(ctx context.Context, attempt func() ([]*Lease, *AcquireEr
 	if err != nil {
 		return nil, err
 	}
-	rw.l.emit(Event{Kind: EventAcquired, Resource: rw.resource, Granted: len(leases[0].granted), Total: len(rw.l.nodes), Attempts: 1, Latency: time.Since(start)})
+	rw.l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: rw.resource, Granted: len(leases[0].granted), Total: len(rw.l.nodes), Attempts: 1, Latency: time.Since(start)})
 	return leases[0], nil
 }
 
@@ -116,7 +122,9 @@ func (rw *RWLock) once(ctx context.Context, attempt func() ([]*Lease, *AcquireEr
 // by every release of the lock, a reader's or a writer's, and otherwise
 // retries on its backoff, never later than the longest reader's TTL or a
 // third of the intent's TTL.
-func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) Acquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "acquire", LockWrite, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
 	id := newToken()[:16]
 	intended := false
 	// Any attempt may record the intent on a node that refuses, even one
@@ -125,6 +133,7 @@ func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
 	var last *Lease
 	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], rw.intentTTL()/3, func() ([]*Lease, *AcquireError, error) {
 		intended = true
+		op.try()
 		return rw.attemptWrite(ctx, id, &last)
 	}, nil)
 	if intended {
@@ -140,8 +149,11 @@ func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
 // ends (the error then wraps ctx.Err(), never ErrNotAcquired). It waits
 // while a writer holds the lock or waits for it, and is woken by the
 // writer's release.
-func (rw *RWLock) AcquireShared(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) AcquireShared(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "acquire", LockRead, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
 	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], 0, func() ([]*Lease, *AcquireError, error) {
+		op.try()
 		return rw.attemptRead(ctx)
 	}, nil)
 	if err != nil {

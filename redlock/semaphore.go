@@ -123,7 +123,10 @@ func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) 
 // holder TTL seen. It does not pass callers waiting in Acquire: while
 // any wait at the gate it is refused (ErrNotAcquired) without trying the
 // slots, which costs one round trip to the nodes before the slots.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := s.l.beginAcquire(ctx, "try_acquire", LockSemaphore, s.resource)
+	defer s.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	if err := s.gateClear(ctx); err != nil {
 		return nil, err
 	}
@@ -160,7 +163,9 @@ func (s *Semaphore) trySlots(ctx context.Context) (*Lease, error) {
 // Semaphore); the one at the gate is woken by the release of any slot
 // (announced by a majority of nodes), and otherwise retries after the
 // Locker's backoff, never later than the shortest holder TTL seen.
-func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+func (s *Semaphore) Acquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := s.l.beginAcquire(ctx, "acquire", LockSemaphore, s.resource)
+	defer s.l.endAcquire(ctx, &op, &lease, nil, &err)
 	done, err := s.pass(ctx)
 	if err != nil {
 		return nil, err
@@ -179,6 +184,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 		}
 	}()
 	for {
+		op.try()
 		lease, err := s.trySlots(ctx)
 		if err == nil {
 			return lease, nil
