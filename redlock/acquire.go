@@ -19,13 +19,15 @@ import (
 // head's place has left. When ctx ends first, the error wraps ctx.Err()
 // and describes the last attempt; it is never reported as ErrNotAcquired.
 // The caller's place is given up when Acquire returns without a lease.
-func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
+func (l *Locker) Acquire(ctx context.Context, resource string) (lease *Lease, err error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
 	if !l.enter() {
 		return nil, ErrClosed
 	}
+	ctx, op := l.beginAcquire(ctx, "acquire", LockMutex, resource)
+	defer l.endAcquire(ctx, &op, &lease, nil, &err)
 	// Close waits for the call, and wakes it (Locker.closing): it leaves
 	// the nodes' queues before Close returns.
 	defer l.bg.Done()
@@ -33,7 +35,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
 	}
-	leases, err := l.acquire(ctx, resource, w, func(w attemptHooks) ([]*Lease, *outcome, error) {
+	leases, err := l.acquire(ctx, &op, w, func(w attemptHooks) ([]*Lease, *outcome, error) {
 		return l.attempt(ctx, l.mutexRequest(resource, w), w)
 	})
 	if err != nil {
@@ -44,29 +46,34 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (*Lease, error) {
 
 // acquire runs attempts (try) until one wins, waiting between them as w
 // says, for every lock kind: the uncontended call is its first attempt.
-// resource names the request in its event and in the error when ctx ends.
-func (l *Locker) acquire(ctx context.Context, resource string, w waiting, try func(attemptHooks) ([]*Lease, *outcome, error)) ([]*Lease, error) {
+// op is the acquisition's record for its events; its resource names the
+// request in the error when ctx ends.
+func (l *Locker) acquire(ctx context.Context, op *acquireOp, w waiting, try func(attemptHooks) ([]*Lease, *outcome, error)) ([]*Lease, error) {
 	won := false
 	defer func() { w.done(won) }()
 	began := time.Now()
+	resource := op.resource
 	var last error // the last attempt's *AcquireError
+	told := false  // the rejoin wait was reported (rejoinWait)
 	for attempts := 1; ; attempts++ {
+		op.try()
 		leases, o, err := try(w)
 		var lease *Lease
 		if o != nil && !o.err.permanent {
+			l.rejoinWait(ctx, o, &told)
 			last = err
 			var wait time.Duration
 			if lease, wait, err = w.next(ctx, o); lease == nil && err == nil && wait > 0 {
 				lease, err = w.sleep(ctx, wait)
 			}
-			if lease != nil {
+			if op.handOver = lease != nil; op.handOver {
 				leases = []*Lease{lease}
 			}
 		}
 		switch {
 		case leases != nil:
 			won = true
-			l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
+			l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: resource, Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: attempts, Latency: time.Since(began)})
 			return leases, nil
 		case err == nil:
 		case ctx.Err() != nil && last != nil:
@@ -124,10 +131,13 @@ func ctxEnded(ctx context.Context, resource string, last error) error {
 
 // TryAcquire makes exactly one attempt to acquire resource. When the lock is
 // busy the error wraps ErrNotAcquired and is an *AcquireError.
-func (l *Locker) TryAcquire(ctx context.Context, resource string) (*Lease, error) {
+func (l *Locker) TryAcquire(ctx context.Context, resource string) (lease *Lease, err error) {
 	if err := checkResource(resource); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "try_acquire", LockMutex, resource)
+	defer l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	leases, _, err := l.tryOnce(ctx, resource, l.mutexRequest(resource, noWait{}))
 	if err != nil {
 		return nil, err
@@ -141,7 +151,7 @@ func (l *Locker) tryOnce(ctx context.Context, resource string, rq request) ([]*L
 	start := time.Now()
 	leases, o, err := l.attempt(ctx, rq, noWait{})
 	if err == nil {
-		l.emit(Event{Kind: EventAcquired, Resource: resource, Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
+		l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: resource, Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
 	}
 	return leases, o, err
 }

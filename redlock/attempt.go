@@ -135,10 +135,11 @@ func (l *Locker) attempt(ctx context.Context, rq request, w attemptHooks) ([]*Le
 		return nil, nil, ErrClosed
 	}
 	defer l.bg.Done()
+	ctx = l.begin(ctx, Event{Kind: EventAttemptStart, Resource: rq.resource, Total: len(l.nodes)})
 	o := newOutcome(rq.resource, l.quorum, len(l.nodes))
 	r := l.ask(ctx, rq, o, w)
 	fences, failure := l.decide(ctx, rq, o, r)
-	l.emit(Event{Kind: EventAttempt, Resource: rq.resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
+	l.emitCtx(ctx, Event{Kind: EventAttempt, Resource: rq.resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
 	if failure != nil {
 		l.fail(ctx, rq, o, r, w)
 		if !isReport(failure) {

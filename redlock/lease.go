@@ -65,6 +65,9 @@ type Lease struct {
 	releaseCalled bool
 	orphaned      bool
 	ending        bool // Release, Orphan or a loss decided that the lease ends
+
+	// obs serves its events, when observed (observe.go); under mu.
+	obs leaseObs
 }
 
 func newLease(l *Locker, resource, token string) *Lease {
@@ -161,7 +164,8 @@ func (ls *Lease) checkValidity() {
 func (ls *Lease) lose(latency time.Duration) {
 	ls.cancel(ErrLeaseLost)
 	if context.Cause(ls.ctx) == ErrLeaseLost && ls.lost.CompareAndSwap(false, true) {
-		ls.locker.emit(ls.leaseEvent(Event{Kind: EventLost, Latency: latency, Err: ErrLeaseLost}))
+		ctx, at := ls.obsCtx()
+		ls.locker.emitCtx(ctx, ls.leaseEvent(Event{Kind: EventLost, Latency: latency, Held: held(at), Err: ErrLeaseLost}))
 	}
 }
 
@@ -177,7 +181,9 @@ func (ls *Lease) lose(latency time.Duration) {
 // NodeCallTimeouts and two backoff pauses. If a renewal is running and ctx
 // ends first, Release returns ctx's error and the release completes in the
 // background.
-func (ls *Lease) Release(ctx context.Context) error {
+func (ls *Lease) Release(ctx context.Context) (err error) {
+	ctx, began := ls.beginRelease(ctx)
+	defer ls.endRelease(ctx, began, &err)
 	ls.mu.Lock()
 	again, orphaned := ls.releaseCalled, ls.orphaned
 	ls.releaseCalled = true
@@ -270,7 +276,8 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 		err = fmt.Errorf("%w; the lock expires by its TTL", l.verdict("release", ls.resource, t))
 	}
 	if context.Cause(ls.ctx) == ErrLeaseReleased {
-		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: err}))
+		_, at := ls.obsCtx()
+		l.emitCtx(ctx, ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Held: held(at), Err: err}))
 	}
 	return err
 }

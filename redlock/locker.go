@@ -53,6 +53,8 @@ type Locker struct {
 	hub     waitHub
 	workers *workers
 	inline  bool // a single node, called in the caller's goroutine
+	// observing guards the Observer's calls (observe.go).
+	observing observerGuard
 }
 
 // New returns a Locker over nodes. It rejects an empty node list, nil or

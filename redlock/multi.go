@@ -34,16 +34,17 @@ const MaxAcquireAll = 256
 // AcquireAll does not queue: it is refused while a fair Acquire waits for
 // one of the resources, as TryAcquire is. When ctx ends the error wraps
 // ctx.Err(), never ErrNotAcquired.
-func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) AcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
 	keys := make([]string, len(resources))
 	for k, r := range resources {
 		keys[k] = l.Key(r)
 	}
-	what := allName(resources)
-	return l.acquire(ctx, what, l.waitOn(what, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+	return l.acquire(ctx, &op, l.waitOn(op.resource, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
 		return l.attempt(ctx, l.requestAll(resources, false), w)
 	})
 }
@@ -55,11 +56,14 @@ func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease,
 // NodeCallTimeout, so a paused node makes a refusal that slow) and gives
 // back what any granted before it returns; a node still silent then is
 // released as soon as its call ends.
-func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
-	leases, _, err := l.tryOnce(ctx, allName(resources), l.requestAll(resources, true))
+	ctx, op := l.beginAcquire(ctx, "try_acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
+	op.try()
+	leases, _, err = l.tryOnce(ctx, op.resource, l.requestAll(resources, true))
 	return leases, err
 }
 

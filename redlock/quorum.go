@@ -39,11 +39,13 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	wg.Add(len(idxs))
 	call := func(i int) {
 		defer wg.Done()
-		v, err := fn(cctx, i)
+		nctx, start := l.beginNodeCall(cctx, op, i)
+		v, err := fn(nctx, i)
 		if err != nil {
 			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
-			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
+			l.emitCtx(nctx, Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
 		}
+		endNodeCall(l, nctx, cctx, op, i, start, v, err)
 		out <- reply[T]{idx: i, val: v, err: err}
 		if atomic.AddInt32(&left, -1) == 0 {
 			lastDone()

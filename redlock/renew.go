@@ -35,12 +35,15 @@ func (ls *Lease) tick() {
 	if !ls.ended() {
 		start := time.Now()
 		validUntil := ls.ValidUntil()
-		if next, ok := ls.renewCycle(validUntil.Add(-lossGuard(l.cfg.validity()))); ok {
+		octx := ls.beginRenew()
+		next, ok := ls.renewCycle(octx, validUntil.Add(-lossGuard(l.cfg.validity())))
+		if ok {
 			ls.setValidUntil(next)
-			l.emit(ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start)}))
+			l.emitCtx(octx, ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start), Left: time.Until(validUntil)}))
 		} else {
 			ls.lose(time.Since(start))
 		}
+		ls.endRenew(octx, start, validUntil, ok)
 		ls.mu.Lock()
 		if !ls.ending && ls.ctx.Err() == nil {
 			ls.timer.Reset(time.Until(ls.validUntil.Add(-l.cfg.validity() / 3)))
@@ -79,6 +82,7 @@ func (ls *Lease) end(ctx context.Context) {
 	}
 	ls.hooks.ended(orphaned)
 	l.forget(ls)
+	ls.endLease()
 	close(ls.done)
 	l.bg.Done()
 }
@@ -86,9 +90,9 @@ func (ls *Lease) end(ctx context.Context) {
 // renewCycle tries to renew the lease on a majority before lossAt, retrying
 // with backoff. It reports the new validity and whether it succeeded; calls
 // it leaves running are counted in ls.calls.
-func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
+func (ls *Lease) renewCycle(octx context.Context, lossAt time.Time) (time.Time, bool) {
 	l := ls.locker
-	ctx, cancel := context.WithDeadline(ls.ctx, lossAt)
+	ctx, cancel := context.WithDeadline(renewContext(ls.ctx, octx), lossAt)
 	defer cancel()
 	b := l.cfg.NewBackOff()
 	b.Reset()
@@ -111,6 +115,7 @@ func (ls *Lease) renewCycle(lossAt time.Time) (time.Time, bool) {
 		case votes.no > n-l.quorum:
 			return time.Time{}, false // a majority says it is not ours
 		}
+		ls.renewFailing(octx, votes)
 		wait := b.NextBackOff()
 		if wait < 0 || await(ctx, nil, wait) != nil {
 			return time.Time{}, false

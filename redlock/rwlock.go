@@ -87,14 +87,20 @@ func (rw *RWLock) intentTTL() time.Duration {
 // TryAcquire makes one attempt to take the lock exclusively (a writer).
 // When readers or a writer hold it the error wraps ErrNotAcquired and is
 // an *AcquireError. It records no intent: readers are not held up by it.
-func (rw *RWLock) TryAcquire(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) TryAcquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "try_acquire", LockWrite, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	return rw.once(ctx, rw.writeRequest("", nil))
 }
 
 // TryAcquireShared makes one attempt to take the lock shared (a reader).
 // When a writer holds it, or waits for it, the error wraps
 // ErrNotAcquired and is an *AcquireError.
-func (rw *RWLock) TryAcquireShared(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) TryAcquireShared(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "try_acquire", LockRead, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	return rw.once(ctx, rw.readRequest())
 }
 
@@ -114,14 +120,16 @@ func (rw *RWLock) once(ctx context.Context, rq request) (*Lease, error) {
 // by every release of the lock, a reader's or a writer's, and otherwise
 // retries on its backoff, never later than the longest reader's TTL or a
 // third of the intent's TTL.
-func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) Acquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "acquire", LockWrite, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
 	id := newToken()[:16]
 	intended := false
 	// Any attempt may record the intent on a node that refuses, even one
 	// that succeeds elsewhere, or whose calls outlive a context that ended
 	// meanwhile: once one ran, the intent is taken back.
 	var last *Lease
-	leases, err := rw.l.acquire(ctx, rw.resource, rw.l.waitOn(rw.resource, rw.keys[:1], rw.intentTTL()/3), func(w attemptHooks) ([]*Lease, *outcome, error) {
+	leases, err := rw.l.acquire(ctx, &op, rw.l.waitOn(rw.resource, rw.keys[:1], rw.intentTTL()/3), func(w attemptHooks) ([]*Lease, *outcome, error) {
 		intended = true
 		return rw.l.attempt(ctx, rw.writeRequest(id, &last), w)
 	})
@@ -138,8 +146,10 @@ func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
 // ends (the error then wraps ctx.Err(), never ErrNotAcquired). It waits
 // while a writer holds the lock or waits for it, and is woken by the
 // writer's release.
-func (rw *RWLock) AcquireShared(ctx context.Context) (*Lease, error) {
-	leases, err := rw.l.acquire(ctx, rw.resource, rw.l.waitOn(rw.resource, rw.keys[:1], 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+func (rw *RWLock) AcquireShared(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "acquire", LockRead, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	leases, err := rw.l.acquire(ctx, &op, rw.l.waitOn(rw.resource, rw.keys[:1], 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
 		return rw.l.attempt(ctx, rw.readRequest(), w)
 	})
 	if err != nil {

@@ -120,7 +120,10 @@ func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) 
 // holder TTL seen. It does not pass callers waiting in Acquire: while
 // any wait at the gate it is refused (ErrNotAcquired) without trying the
 // slots, which costs one round trip to the nodes before the slots.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := s.l.beginAcquire(ctx, "try_acquire", LockSemaphore, s.resource)
+	defer s.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	if err := s.gateClear(ctx); err != nil {
 		return nil, err
 	}
@@ -134,7 +137,7 @@ func (s *Semaphore) trySlots(ctx context.Context) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.l.emit(Event{Kind: EventAcquired, Resource: leases[0].resource, Granted: len(leases[0].granted), Total: len(s.l.nodes), Attempts: 1, Latency: time.Since(start)})
+	s.l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: leases[0].resource, Granted: len(leases[0].granted), Total: len(s.l.nodes), Attempts: 1, Latency: time.Since(start)})
 	return leases[0], nil
 }
 
@@ -172,7 +175,9 @@ func (s *Semaphore) attemptSlots(ctx context.Context, w attemptHooks) ([]*Lease,
 // (announced by a majority of nodes), and otherwise retries after the
 // Locker's backoff (a random short pause after a split vote), never later
 // than the shortest holder TTL seen.
-func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+func (s *Semaphore) Acquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := s.l.beginAcquire(ctx, "acquire", LockSemaphore, s.resource)
+	defer s.l.endAcquire(ctx, &op, &lease, nil, &err)
 	done, err := s.pass(ctx)
 	if err != nil {
 		return nil, err
@@ -182,7 +187,7 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 	for i, slot := range s.slots {
 		keys[i] = s.l.Key(slot)
 	}
-	leases, err := s.l.acquire(ctx, s.resource, s.l.waitOn(s.resource, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+	leases, err := s.l.acquire(ctx, &op, s.l.waitOn(s.resource, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
 		return s.attemptSlots(ctx, w)
 	})
 	if err != nil {
