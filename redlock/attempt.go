@@ -51,6 +51,64 @@ type vote struct {
 	reason    string
 }
 
+// parseVote decodes the reply family of the granting scripts (what names
+// the script in errors): {1, c1, pttl1, ..., ck, pttlk} grants k locks,
+// each with its fence counter (a canonical decimal) and the time it had
+// left when the caller's token already held it (0 for a new grant; one
+// lock may leave it out); {3, ms, why} is a node sitting out after a loss
+// of data (parseSitOut); {0, pttl, ...} is a refusal by a holder with
+// pttl left, whose reason refusal reads from the script's own fields.
+func parseVote(reply any, k int, what string, refusal func(vals []any) (reason string, ok bool)) (vote, error) {
+	bad := fmt.Errorf("%w: %s reply %s", errBadReply, what, describeReply(reply))
+	vals, ok := reply.([]any)
+	if !ok || len(vals) < 2 {
+		return vote{}, bad
+	}
+	var v vote
+	switch vals[0] {
+	case int64(3):
+		return sitOutGrant(reply, vals)
+	case int64(1):
+		v, ok = parseGrants(vals[1:], k)
+	case int64(0):
+		ms, isInt := vals[1].(int64)
+		v.holderTTL = pttl(ms)
+		v.reason, ok = refusal(vals)
+		ok = ok && isInt
+	default:
+		ok = false
+	}
+	if !ok {
+		return vote{}, bad
+	}
+	return v, nil
+}
+
+// parseGrants decodes k pairs {counter, pttl} (a single lock's pttl may be
+// left out) into a granting vote.
+func parseGrants(vals []any, k int) (vote, bool) {
+	if len(vals) != 2*k && (k != 1 || len(vals) != 1) {
+		return vote{}, false
+	}
+	v := vote{ok: true, counters: make([]fencing.Token, k)}
+	for j := range k {
+		s, isStr := vals[2*j].(string)
+		c, err := fencing.ParseToken(s)
+		ms, isInt := int64(0), true
+		if 2*j+1 < len(vals) {
+			ms, isInt = vals[2*j+1].(int64)
+		}
+		if !isStr || !isInt || err != nil || ms < 0 {
+			return vote{}, false
+		}
+		v.counters[j] = c
+		if left := time.Duration(ms) * time.Millisecond; ms > 0 && (v.left == 0 || left < v.left) {
+			v.left = left
+		}
+	}
+	return v, true
+}
+
 // multiGrant is multi.go's and replies.go's name for a vote (an
 // AcquireAll node call's answer).
 type multiGrant = vote

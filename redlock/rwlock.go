@@ -231,56 +231,20 @@ func (rw *RWLock) request(ls *Lease, eval func(ctx context.Context, i int, g gra
 	}}
 }
 
-// parseRWGrant decodes rw_write's and rw_read's replies: {1, counter},
-// {1, counter, pttl} (a retry), {0, pttl} (a writer holds it), {0, ms,
-// readers} (readers hold it) or {0, ms, 0, 1} (a writer waits), and a
-// rejoining node's {3, ms, why}.
+// parseRWGrant decodes rw_write's and rw_read's replies (parseVote, one
+// lock), whose refusals are {0, pttl} (a writer holds it), {0, ms,
+// readers} (readers hold it) or {0, ms, 0, 1} (a writer waits).
 func parseRWGrant(reply any) (vote, error) {
-	bad := fmt.Errorf("%w: read-write lock reply %s", errBadReply, describeReply(reply))
-	vals, ok := reply.([]any)
-	if !ok || len(vals) < 2 || len(vals) > 4 {
-		return vote{}, bad
-	}
-	switch vals[0] {
-	case int64(3):
-		return sitOutGrant(reply, vals)
-	case int64(1):
-		return parseRWHeld(vals, bad)
-	case int64(0):
-		ms, ok := vals[1].(int64)
-		if !ok {
-			return vote{}, bad
-		}
-		v := vote{holderTTL: pttl(ms)}
+	return parseVote(reply, 1, "read-write lock", func(vals []any) (string, bool) {
 		switch len(vals) {
+		case 2:
+			return "", true
 		case 3:
 			n, _ := vals[2].(int64)
-			v.reason = fmt.Sprintf("%d readers hold it", n)
-		case 4:
-			v.reason = "a writer waits for it"
+			return fmt.Sprintf("%d readers hold it", n), true
 		}
-		return v, nil
-	}
-	return vote{}, bad
-}
-
-// parseRWHeld decodes a read-write lock's grant: {1, counter} or {1,
-// counter, pttl} (the token already held it: what it had left).
-func parseRWHeld(vals []any, bad error) (vote, error) {
-	s, ok := vals[1].(string)
-	c, err := fencing.ParseToken(s)
-	if !ok || err != nil || len(vals) == 4 {
-		return vote{}, bad
-	}
-	v := vote{ok: true, counters: []fencing.Token{c}}
-	if len(vals) == 3 {
-		ms, ok := vals[2].(int64)
-		if !ok || ms < 1 {
-			return vote{}, bad
-		}
-		v.left = time.Duration(ms) * time.Millisecond
-	}
-	return v, nil
+		return "a writer waits for it", len(vals) == 4
+	})
 }
 
 // RWStatus is the state of a read-write lock across the nodes
