@@ -103,3 +103,22 @@ func (l *Locker) gate(ctx context.Context, i int) (grantGate, error) {
 	d := l.learned(i, u)
 	return grantGate{trust: d.trust, sharded: u.Sharded, db: d.db}, nil
 }
+
+// MarkerKeys returns the data-loss rule's marker keys (docs/design.md
+// §6.2) that a Locker with key prefix prefix uses on a node in db db: one,
+// "prefix~trust:db<N>", or on a sharded node (a Redis Cluster, db 0) one
+// per hash slot, "prefix{T}~trust:db0" with T a tag of the slot, indexed
+// by slot. For tools that read the markers (doctor) and tests that write
+// them.
+func MarkerKeys(prefix string, db int, sharded bool) []string {
+	suffix := markerName + ":db" + strconv.Itoa(db)
+	if !sharded {
+		return []string{prefix + suffix}
+	}
+	tags := slotTags()
+	keys := make([]string, len(tags))
+	for s, tag := range tags {
+		keys[s] = prefix + "{" + tag + "}" + suffix
+	}
+	return keys
+}

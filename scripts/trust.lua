@@ -22,7 +22,7 @@
 --      more than t_tick), and why the node had to wait ("-" once it may).
 --      - no marker (first use, FLUSHALL/FLUSHDB, SWAPDB, a restart without
 --        data, a marker deleted by hand): a loss, from = now + D (rounded
---        up to c_step, counter.lua);
+--        up to c_step, counter.lua, when D > 0);
 --      - a marker naming another replid (a restart with or without AOF, a
 --        failover, a failback in place, a full sync): a loss, from =
 --        max(from, now + D): a recorded sit-out is never shortened;
@@ -111,9 +111,11 @@ local function t_trust(km, delay)
     end
     from, seen = tonumber(from), tonumber(seen)
   end
-  -- A loss's from is rounded up to c_step, so that nodes that noticed it
-  -- in the same second start new counters equal.
-  local later = now + d + (c_step - (now + d) % c_step) % c_step
+  -- A loss's from is rounded up to c_step (when there is a delay to wait),
+  -- so that nodes that noticed it in the same second start new counters
+  -- equal.
+  local later = now + d
+  if d > 0 then later = later + (c_step - later % c_step) % c_step end
   if not m then
     from, seen, why, write = later, now, 'no-marker', true
   elseif rid ~= id then
@@ -131,7 +133,12 @@ local function t_trust(km, delay)
     redis.call('SET', km, 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
       string.format('%.0f', seen) .. ' ' .. why)
   end
-  if now < from then return nil, math.ceil((from - now) / 1000), why end
+  if now < from then
+    -- A marker that vouches from a time still ahead: the clock is behind
+    -- it (stepped back by less than t_tick since seen was written).
+    if why == '-' then why = 'clock-back' end
+    return nil, math.ceil((from - now) / 1000), why
+  end
   return string.format('%.0f', from)
 end
 
