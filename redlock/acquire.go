@@ -44,6 +44,23 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (lease *Lease, er
 	return leases[0], nil
 }
 
+// newWaiting returns the waiting of one Acquire of resource: fair when the
+// Locker queues (Config.QueueTTL), plain otherwise.
+func (l *Locker) newWaiting(ctx context.Context, resource string) (waiting, error) {
+	base := l.newWaitBase(resource, []string{l.Key(resource)}, 0)
+	if l.fair {
+		return &fairWait{waitBase: base, p: l.newPlace()}, nil
+	}
+	return newPlainWait(ctx, base)
+}
+
+// newWaitBase returns the start of a waiting for resource whose lock keys
+// are keys (woken by a release of any), never pausing longer than limit
+// when positive.
+func (l *Locker) newWaitBase(resource string, keys []string, limit time.Duration) waitBase {
+	return waitBase{l: l, resource: resource, key: keys[0], keys: keys, limit: limit}
+}
+
 // acquire runs attempts (try) until one wins, waiting between them as w
 // says, for every lock kind: the uncontended call is its first attempt.
 // op is the acquisition's record for its events; its resource names the

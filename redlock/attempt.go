@@ -265,11 +265,11 @@ func (l *Locker) ask(ctx context.Context, rq request, o *outcome, w attemptHooks
 		r.received += more
 	}
 	o.silent = n - r.received
-	validUntil := o.start.Add(l.cfg.validity())
+	validUntil := o.start.Add(l.validity)
 	if o.left > 0 {
 		// Where our token already held the lock, it keeps it only for
 		// what it had left.
-		validUntil = minTime(validUntil, o.start.Add(o.left-l.cfg.drift()))
+		validUntil = minTime(validUntil, o.start.Add(o.left-l.drift))
 	}
 	for _, ls := range rq.leases {
 		ls.validUntil = validUntil

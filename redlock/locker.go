@@ -25,6 +25,8 @@ type Locker struct {
 	quorum   int
 	seedStep string // seedStep(cfg)
 	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
+	// validity and drift are cfg.validity() and cfg.drift(), once.
+	validity, drift time.Duration
 	// data holds, by node index, what the Locker last learned of the
 	// node's data (nil until it used the node).
 	data []atomic.Pointer[nodeData]
@@ -81,6 +83,8 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	l := &Locker{
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
+		validity: cfg.validity(),
+		drift:    cfg.drift(),
 		fair:     cfg.QueueTTL > 0,
 		data:     make([]atomic.Pointer[nodeData], len(nodes)),
 		slotted:  make([]atomic.Bool, len(nodes)),
@@ -260,7 +264,7 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 	t := l.yesNo(ctx, "renew", l.allIdxs(), allAnswers, func(ctx context.Context, i int) (bool, error) {
 		return renew(ctx, l.nodes[i], keys, token, l.cfg.LeaseDuration, l.seedStep)
 	})
-	validUntil := start.Add(l.cfg.validity())
+	validUntil := start.Add(l.validity)
 	if err := l.verdict("renew", resource, t); err != nil {
 		return time.Time{}, err
 	}

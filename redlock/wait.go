@@ -110,27 +110,9 @@ func (r bareRelease) args(context.Context, int) releaseArgs { return r.a }
 func (bareRelease) heard(int, released)                     {}
 func (bareRelease) done(time.Duration)                      {}
 
-// newWaiting returns the waiting of one Acquire of resource: fair when the
-// Locker queues (Config.QueueTTL), plain otherwise.
-func (l *Locker) newWaiting(ctx context.Context, resource string) (waiting, error) {
-	base := l.newWaitBase(resource, []string{l.Key(resource)}, 0)
-	if l.fair {
-		return &fairWait{waitBase: base, p: l.newPlace()}, nil
-	}
-	return newPlainWait(ctx, base)
-}
-
-// newWaitBase returns the start of a waiting for resource whose lock keys
-// are keys (woken by a release of any), never pausing longer than limit
-// when positive.
-func (l *Locker) newWaitBase(resource string, keys []string, limit time.Duration) waitBase {
-	b := l.cfg.NewBackOff()
-	b.Reset()
-	return waitBase{l: l, resource: resource, key: keys[0], keys: keys, b: b, limit: limit}
-}
-
-// waitBase is what both ways of waiting share: the backoff, the waiter in
-// the Locker's hub (nil until the first wait, or when no node announces
+// waitBase is what both ways of waiting share: the backoff (made at the
+// first pause: an uncontended acquisition needs none), the waiter in the
+// Locker's hub (nil until the first wait, or when no node announces
 // releases), and the count of split votes in a row.
 type waitBase struct {
 	l        *Locker
@@ -151,7 +133,7 @@ type waitBase struct {
 // again nor spin while a minority stays free. It returns the attempt's
 // report when the backoff stops.
 func (wb *waitBase) pause(o *outcome, limit time.Duration) (time.Duration, error) {
-	wait := wb.b.NextBackOff()
+	wait := wb.backoff().NextBackOff()
 	if wait == backoff.Stop {
 		return 0, &o.err
 	}
@@ -170,6 +152,15 @@ func (wb *waitBase) pause(o *outcome, limit time.Duration) (time.Duration, error
 		wb.splits = 0
 	}
 	return wait, nil
+}
+
+// backoff returns the waiting's backoff, made on first use.
+func (wb *waitBase) backoff() backoff.BackOff {
+	if wb.b == nil {
+		wb.b = wb.l.cfg.NewBackOff()
+		wb.b.Reset()
+	}
+	return wb.b
 }
 
 // noteSplit counts a failed attempt that some nodes granted as a split

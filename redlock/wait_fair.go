@@ -224,7 +224,9 @@ const handOverGrace = 5 * time.Millisecond
 // leaves the queue when it ends): on every node, giving back a lock
 // handed over to it.
 func (fw *fairWait) done(won bool) {
-	fw.leaveHub()
+	if fw.w != nil {
+		fw.leaveHub()
+	}
 	if !won && !fw.p.first.IsZero() {
 		fw.l.leaveQueue(fw.key, fw.p, fw.l.allIdxs(), givingBack)
 	}
@@ -427,7 +429,9 @@ func (r *handingOver) done(time.Duration) {
 	r.mu.Lock()
 	heads := r.heads
 	r.mu.Unlock()
-	r.l.hub.wakeHeads(r.a.keys[0], heads)
+	if len(heads) > 0 {
+		r.l.hub.wakeHeads(r.a.keys[0], heads)
+	}
 }
 
 // placeLease are the hooks of a lease a fair Acquire took: its release
@@ -594,8 +598,8 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 		return nil, tryNow
 	}
 	defer l.bg.Done()
-	validity := l.cfg.validity()
-	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
+	validity := l.validity
+	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.drift - time.Millisecond)
 	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout {
 		// Renew the handed-over locks for the full TTL: the validity then
 		// counts from the renewal's start, on the nodes that confirm, with

@@ -30,7 +30,7 @@ func newPlainWait(ctx context.Context, base waitBase) (*plainWait, error) {
 	}
 	if l.hub.queued(pw.key) {
 		if pw.joinHub(""); pw.w != nil {
-			if err := l.await(ctx, pw.w, pw.b.NextBackOff()); err != nil {
+			if err := l.await(ctx, pw.w, pw.backoff().NextBackOff()); err != nil {
 				pw.leaveHub()
 				return nil, err
 			}
