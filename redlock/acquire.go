@@ -49,7 +49,7 @@ func (l *Locker) Acquire(ctx context.Context, resource string) (lease *Lease, er
 func (l *Locker) newWaiting(ctx context.Context, resource string) (waiting, error) {
 	base := l.newWaitBase(resource, []string{l.Key(resource)}, 0)
 	if l.fair {
-		return &fairWait{waitBase: base, p: l.newPlace()}, nil
+		return newFairWait(base), nil
 	}
 	return newPlainWait(ctx, base)
 }

@@ -31,6 +31,11 @@ type fairWait struct {
 	took  bool
 }
 
+// newFairWait returns a fair waiting with a new place.
+func newFairWait(base waitBase) *fairWait {
+	return &fairWait{waitBase: base, p: base.l.newPlace()}
+}
+
 // queue also notes how many hand-overs had been announced before the
 // attempt's calls went out (failed forgets only those), and reads each
 // node's answer into heard: a refusal because the place holds the lock is
