@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	mrand "math/rand/v2"
 	"time"
 
@@ -34,6 +35,15 @@ type attemptHooks interface {
 	// granted prepares a lease about to be made for the caller: it may
 	// give the lease its own hooks.
 	granted(ls *Lease)
+}
+
+// startedCalls is one attempt's node calls and its start.
+type startedCalls struct {
+	at time.Time
+	wg *sync.WaitGroup
+	// over is closed once every call has ended or their NodeCallTimeout
+	// has passed (fanout's deadline).
+	over <-chan struct{}
 }
 
 // waiting is how one acquisition waits for its lease.

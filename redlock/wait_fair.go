@@ -279,15 +279,6 @@ type handState struct {
 	calls []startedCalls
 }
 
-// startedCalls is one attempt's node calls and its start.
-type startedCalls struct {
-	at time.Time
-	wg *sync.WaitGroup
-	// over is closed once every call has ended or their NodeCallTimeout
-	// has passed (fanout's deadline).
-	over <-chan struct{}
-}
-
 // addCalls records an attempt's calls, forgetting those of attempts that
 // started more than NodeCallTimeout (plus a margin) ago: they have ended.
 func (hs *handState) addCalls(c startedCalls, timeout time.Duration) {
