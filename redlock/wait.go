@@ -2,8 +2,8 @@ package redlock
 
 import (
 	"context"
-	"sync"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
