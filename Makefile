@@ -27,18 +27,22 @@ test-chaos:
 test-checks: staticcheck
 	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
 	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/testutil$$' -e '/redlock$$' -e '/internal/cli$$')
+	cd redlockotel && $(GO) test $(TEST_FLAGS) ./...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	cd redlockotel && $(GO) vet ./...
 
 staticcheck:
 	$(STATICCHECK) ./...
+	cd redlockotel && $(STATICCHECK) ./...
 
 # go.mod and go.sum are tidy, in the root module and in bench/.
 tidy:
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
+	cd redlockotel && $(GO) mod tidy -diff
 
 # The quick loop: go test -short, miniredis only. Every test that starts a
 # real redis-server skips under -short (testutil.RedisServerPath), even with

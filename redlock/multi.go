@@ -35,17 +35,19 @@ const MaxAcquireAll = 256
 // AcquireAll does not queue: it is refused while a fair Acquire waits for
 // one of the resources, as TryAcquire is. When ctx ends the error wraps
 // ctx.Err(), never ErrNotAcquired.
-func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) AcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
 	keys := make([]string, len(resources))
 	for k, r := range resources {
 		keys[k] = l.Key(r)
 	}
-	return l.waitCombined(ctx, allName(resources), keys, 0, func() ([]*Lease, *AcquireError, error) {
-		return l.attemptAll(ctx, resources, false)
-	}, nil)
+	return l.acquire(ctx, &op, l.waitOn(op.resource, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+		return l.attempt(ctx, l.requestAll(resources, false), w)
+	})
 }
 
 // TryAcquireAll makes one attempt at every resource at once (see
@@ -55,17 +57,15 @@ func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease,
 // NodeCallTimeout, so a paused node makes a refusal that slow) and gives
 // back what any granted before it returns; a node still silent then is
 // released as soon as its call ends.
-func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	leases, _, err := l.attemptAll(ctx, resources, true)
-	if err != nil {
-		return nil, err
-	}
-	l.emit(Event{Kind: EventAcquired, Resource: allName(resources), Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
-	return leases, nil
+	ctx, op := l.beginAcquire(ctx, "try_acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
+	op.try()
+	leases, _, err = l.tryOnce(ctx, op.resource, l.requestAll(resources, true))
+	return leases, err
 }
 
 // allName names a set of resources in reports.
@@ -97,22 +97,17 @@ func checkResources(resources []string) error {
 	return nil
 }
 
-// attemptAll is one combined attempt at every resource (strict: see
-// combined).
-func (l *Locker) attemptAll(ctx context.Context, resources []string, strict bool) ([]*Lease, *AcquireError, error) {
+// requestAll is one attempt at every resource (strict: see request).
+func (l *Locker) requestAll(resources []string, strict bool) request {
 	leases := make([]*Lease, len(resources))
 	for k, r := range resources {
 		leases[k] = newLease(l, r, newToken())
 	}
 	groups := slotGroups(leases)
-	return l.attemptCombined(ctx, combined{
-		what:   allName(resources),
-		leases: leases,
-		strict: strict,
-		call: func(ctx context.Context, i int) (multiGrant, error) {
-			return l.acquireAllOn(ctx, i, leases, groups)
-		},
-	})
+	what := allName(resources)
+	return request{resource: what, name: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
+		return l.acquireAllOn(ctx, i, leases, groups)
+	}}
 }
 
 // acquireAllOn asks node i for every lease's lock under the rejoin rule
