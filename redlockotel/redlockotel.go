@@ -78,7 +78,7 @@ const (
 	AttrNodeOp       = attribute.Key("redlock.node.operation")
 	AttrVote         = attribute.Key("redlock.vote")
 	AttrVoteReason   = attribute.Key("redlock.vote.reason")
-	AttrHeld         = attribute.Key("redlock.hold.duration")  // seconds
+	AttrHeld         = attribute.Key("redlock.hold.duration")   // seconds
 	AttrValidFor     = attribute.Key("redlock.lease.valid_for") // seconds
 	AttrSlack        = attribute.Key("redlock.renew.slack")     // seconds
 	AttrOutcome      = attribute.Key("redlock.outcome")
@@ -142,8 +142,8 @@ type Observer struct {
 	common []attribute.KeyValue // redlock.locker, when named
 
 	acquire, wait, hold, handOff, slack, node metric.Float64Histogram
-	failing, lost, nodeErrors               metric.Int64Counter
-	waiters, holders                        metric.Int64UpDownCounter
+	failing, lost, nodeErrors                 metric.Int64Counter
+	waiters, holders                          metric.Int64UpDownCounter
 
 	// released holds when each resource was last released by a Lease of
 	// this Observer's Lockers, for the hand-off time (bounded).
