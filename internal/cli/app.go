@@ -41,6 +41,8 @@ type App struct {
 	// front of observer: it warns about rejoining and misconfigured nodes
 	// and keeps the last failed attempt.
 	watch *watcher
+	// trace is --trace (trace.go).
+	trace traceState
 }
 
 // rootLong is the help text of redlock-cli itself.
@@ -87,6 +89,7 @@ func (a *App) newRoot() *cobra.Command {
 	root.SetOut(a.Stdout)
 	root.SetErr(a.Stderr)
 	a.g.register(root.PersistentFlags())
+	a.registerTrace(root)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%s", err.Error())
 	})
@@ -102,6 +105,7 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
 	root := a.newRoot()
 	root.SetArgs(args)
+	defer a.trace.stop()
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
