@@ -418,3 +418,64 @@ func TestStuckExporterDoesNotStallTheLock(t *testing.T) {
 	require.Less(t, time.Since(start), 100*redlock.ObserverTimeout)
 	require.Positive(t, bp.blocked.Load())
 }
+
+// TestEveryKindOfLockHasItsSpan: AcquireAll, TryAcquireAll, a read-write
+// lock's reader and writer and a semaphore's slot each yield one
+// acquisition span of their lock kind, with attempt children, and every
+// span ends.
+func TestEveryKindOfLockHasItsSpan(t *testing.T) {
+	c := testutil.StartRedis(t, 3, testutil.WithConfig("appendonly no"))
+	tel := newTelemetry(t)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 5 * time.Second, RejoinDelay: freshServers, Observer: tel.observer()})
+	ctx := testutil.Context(t)
+	release := func(leases ...*redlock.Lease) {
+		for _, ls := range leases {
+			require.NoError(t, ls.Release(ctx))
+		}
+	}
+	all, err := l.AcquireAll(ctx, "a", "b")
+	require.NoError(t, err)
+	release(all...)
+	all, err = l.TryAcquireAll(ctx, "a", "b")
+	require.NoError(t, err)
+	release(all...)
+	rw, err := l.NewRWLock("rw")
+	require.NoError(t, err)
+	r, err := rw.AcquireShared(ctx)
+	require.NoError(t, err)
+	release(r)
+	w, err := rw.Acquire(ctx)
+	require.NoError(t, err)
+	release(w)
+	sem, err := l.NewSemaphore("sem", 2)
+	require.NoError(t, err)
+	s, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	release(s)
+
+	kinds := map[string]int{}
+	for _, s := range append(tel.ended(redlockotel.SpanAcquire), tel.ended(redlockotel.SpanTryAcquire)...) {
+		k, _ := attr(s, redlockotel.AttrLockKind)
+		op, _ := attr(s, redlockotel.AttrOperation)
+		kinds[k.AsString()+"/"+op.AsString()]++
+		outcome, _ := attr(s, redlockotel.AttrOutcome)
+		require.Equal(t, "acquired", outcome.AsString(), s.Name())
+		if k.AsString() == "semaphore" {
+			continue // its slots are TryAcquire spans of their own, below it
+		}
+		children := 0
+		for _, a := range tel.ended(redlockotel.SpanAttempt) {
+			if a.Parent().SpanID() == s.SpanContext().SpanID() {
+				children++
+			}
+		}
+		require.GreaterOrEqual(t, children, 1, "%s %s has no attempt", s.Name(), k.AsString())
+	}
+	require.Equal(t, 1, kinds["all/acquire"])
+	require.Equal(t, 1, kinds["all/try_acquire"])
+	require.Equal(t, 1, kinds["read/acquire"])
+	require.Equal(t, 1, kinds["write/acquire"])
+	require.Equal(t, 1, kinds["semaphore/acquire"])
+	require.GreaterOrEqual(t, kinds["mutex/try_acquire"], 1, "the semaphore's slot")
+	require.Eventually(t, func() bool { return sum(tel.metrics(t)[redlockotel.MetricHolders]) == 0 }, 5*time.Second, time.Millisecond, "every lease ended")
+}

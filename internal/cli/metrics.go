@@ -193,7 +193,9 @@ func (m *metrics) ObserveContext(ctx context.Context, e redlock.Event) context.C
 		}
 		if e.Err == nil {
 			m.wait.Observe(e.Waited.Seconds())
-			m.holders.Add(float64(e.Count))
+			if e.Lock != redlock.LockSemaphore { // its slot's acquisition counted the lease
+				m.holders.Add(float64(e.Count))
+			}
 			m.mu.Lock()
 			at, ok := m.released[e.Resource]
 			if ok && time.Since(at) <= e.Latency {
