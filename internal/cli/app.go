@@ -37,12 +37,12 @@ type App struct {
 	// observer, when set (--metrics-addr), receives the events of every
 	// Locker the command makes.
 	observer redlock.Observer
+	// trace is --trace (trace.go).
+	trace traceState
 	// watch, when set (acquire, run), observes the session's Locker in
 	// front of observer: it warns about rejoining and misconfigured nodes
 	// and keeps the last failed attempt.
 	watch *watcher
-	// trace is --trace (trace.go).
-	trace traceState
 }
 
 // rootLong is the help text of redlock-cli itself.
@@ -103,9 +103,9 @@ func (a *App) newRoot() *cobra.Command {
 // with --json, as a JSON object on stdout).
 func (a *App) Execute(ctx context.Context, args []string) int {
 	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
+	defer a.trace.stop()
 	root := a.newRoot()
 	root.SetArgs(args)
-	defer a.trace.stop()
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
