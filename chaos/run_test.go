@@ -176,6 +176,7 @@ func scenarios() []scenario {
 		// forgotten lease had expired.
 		{name: "failover", nemeses: []nemesis{failoverLagging}, groups: failoverGroups, holdProb: 0.5,
 			leaseMs: [2]int{2500, 3500}, minDuration: 12 * time.Second, wantFaults: []string{"failover-lagging"}},
+		operatorScenario(), // operator_test.go
 	}
 }
 

@@ -77,6 +77,11 @@ func TestConfigEdgeValuesWork(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.cfg.KeyPrefix != "" { // testutil vouched for the default prefix only
+				for _, s := range c.Servers() {
+					require.NoError(t, s.VouchFor(ctx, tc.cfg.KeyPrefix))
+				}
+			}
 			l := newLocker(t, c.Nodes(), tc.cfg)
 			// The shortest lease gives each node call ~16ms: on a busy
 			// machine one round can miss it, which is the lease's contract

@@ -45,10 +45,10 @@ func nodeTTL(ttl time.Duration) int64 {
 
 // acquireArgs is one acquire call: a lock (keys: lockKeys) for token and
 // owner, for ttl. floor raises an existing fence counter below it ("" for
-// none: the rejoin rule's floor); step is the granularity, in µs, of a new
-// counter's start on the node's clock. queue, when set, makes the caller
-// wait its turn in the lock's wait queue. trust, set per node, are the
-// arguments of the node's data-loss rule (nil: the rule is off).
+// none; the node's own floor always applies); step fills the scripts'
+// former seed-step argument, which they ignore. queue, when set, makes the
+// caller wait its turn in the lock's wait queue. trust, set per node, are
+// the arguments of the node's data-loss rule (grantGate).
 type acquireArgs struct {
 	keys         []string
 	token, owner string
@@ -106,10 +106,10 @@ func fence(ctx context.Context, n Node, keys []string, token string, f fencing.T
 	return evalFlag(ctx, n, scripts.Fence, keys[:2], token, f.String(), step)
 }
 
-// renew extends token's lock to ttl; it never re-creates an expired lock.
-// It reports whether token held the lock.
-// step is the seed step, which sets how long the lock's fence counter
-// lives on (scripts/counter.lua, c_life).
+// renew extends token's lock to ttl, and the end of its lease that the
+// node records (scripts/counter.lua, C3); it never re-creates an expired
+// lock. It reports whether token held the lock. step fills an argument
+// the script ignores.
 func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step string) (bool, error) {
 	return evalFlag(ctx, n, scripts.Renew, keys[:2], token, nodeTTL(ttl), step)
 }
@@ -152,12 +152,11 @@ type releaseArgs struct {
 // prepare builds the script's arguments once, for every node that takes
 // the same hand-over.
 func (a *releaseArgs) prepare() {
-	// The servers are left to the node (""): a hand-over reads INFO.
 	ch := a.keys[0]
 	if a.notify != "" {
 		ch = a.notify
 	}
-	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "", "", a.place, "", ""}
+	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "", "", a.place}
 	a.setHandOver()
 }
 
@@ -172,41 +171,39 @@ func (a releaseArgs) withHandOver(h handOver) releaseArgs {
 // setHandOver writes a.handOver into the built arguments.
 func (a *releaseArgs) setHandOver() {
 	args := a.handOver.args()
-	a.list[3], a.list[4], a.list[7] = args[0], args[1], args[2]
+	a.list[3], a.list[4] = args[0], args[1]
 }
 
 // noHandOver are the release script's hand-over arguments for none.
-var noHandOver = [3]any{"", "", "e"}
+var noHandOver = [2]any{"", ""}
 
-// args are the release script's arguments for h: the rejoin delay, the
-// seed step and the flags (scripts/release.lua).
-func (h handOver) args() [3]any {
+// args are the release script's arguments for h: the rejoin delay and the
+// former seed step (scripts/release.lua).
+func (h handOver) args() [2]any {
 	if h.built[0] != nil {
 		return h.built
 	}
 	if h.step == "" {
 		return noHandOver
 	}
-	delay, flags := "-1", "e"
+	delay := "-1"
 	if h.delay >= 0 {
 		delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
 	}
-	if h.durable {
-		flags = "de"
-	}
-	return [3]any{delay, h.step, flags}
+	return [2]any{delay, h.step}
 }
 
 // handOver is what a node needs to hand a released lock over to the head
-// of its wait queue (scripts/queue.lua, q_give): the rejoin delay (negative
-// when the rule is off), whether the node's servers keep every write
-// through a restart, and the seed step of a new fence counter.
+// of its wait queue (scripts/queue.lua, q_give): the rejoin delay
+// (negative when the rule is off: the checks apply, nothing is waited) and
+// a non-empty step ("": no hand-over). durable is unused since Safety v4
+// (every restart sits out the delay).
 type handOver struct {
 	delay   time.Duration
 	durable bool
 	step    string
 	// built holds args() once built (Locker.handOver).
-	built [3]any
+	built [2]any
 }
 
 // released is one node's answer to a release: whether the token held the
@@ -259,9 +256,16 @@ func leave(ctx context.Context, n Node, a leaveArgs) error {
 }
 
 // rehold sets the lock, held by token from, to value for ttl, and returns
-// the fence counter; ok is false when from does not hold it.
-func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl time.Duration, step string) (c fencing.Token, ok bool, err error) {
-	reply, err := n.Eval(ctx, scripts.Rehold, keys[:2], from, value, nodeTTL(ttl), step)
+// the fence counter; ok is false when from does not hold it. gate is the
+// node's (Locker.gateFor): the node must be trusted to answer (a replica
+// is an error wrapping ErrReadOnly, a node that may have lost data one
+// wrapping ErrRejoining).
+func rehold(ctx context.Context, n Node, keys []string, from, value string, ttl time.Duration, step string, gate grantGate) (c fencing.Token, ok bool, err error) {
+	var delay any = ""
+	if len(gate.trust) > 0 {
+		delay = gate.trust[0]
+	}
+	reply, err := n.Eval(ctx, scripts.Rehold, gate.withMarker(keys[:2], keys[0]), from, value, nodeTTL(ttl), step, delay)
 	if err != nil {
 		return 0, false, scriptErr(err, from)
 	}

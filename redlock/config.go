@@ -68,26 +68,31 @@ type Config struct {
 	// "hostname:pid"; at most MaxOwnerLen bytes.
 	Owner string
 	// RejoinDelay keeps a node that may have lost data out of the quorum
-	// for that long after the loss: a node that restarted without
-	// persisting every write (anything but appendonly yes with appendfsync
-	// always, as far as CONFIG GET shows) until it has been up that long,
-	// and a node that lost keys while running (FLUSHALL or FLUSHDB,
-	// eviction, a failover to a replica: the node's marker key shows it,
-	// docs/design.md section 6.2) until that long after the loss was
-	// noticed. Such a node refuses to grant, with its own reason
-	// (ErrRejoining). Set it to your longest lease: after that long, no
-	// lease the node forgot can still be valid; and keep node clocks within
-	// half of it: fence counters count on from the node's clock after a
-	// loss, and expire twice RejoinDelay after their last use
-	// (docs/design.md, sections 6.1 and 6.2). The Locker reads a node's
-	// uptime and configuration when it first uses the node, after every
-	// new connection to it and every 5 s; the marker is checked in the
-	// scripts that grant (one GET). A node whose state cannot be learned
-	// (INFO refused by an ACL, the node unreachable) is treated as not yet
-	// safe; a server that does not implement INFO server (a stand-in such
-	// as miniredis) is not checked. Defaults to LeaseDuration; a negative
-	// value turns the check off; at most MaxLeaseDuration. Applies to every
-	// Node that reports its uptime (Node.Uptime).
+	// for that long after the loss was noticed (docs/design.md §6.2).
+	// Every script that can grant checks the node in band, on the node:
+	// its identity (INFO replication: a replica refuses, ErrReadOnly; a new
+	// replication id after any restart, durable or not, a failover or a
+	// failback is a loss) and its marker key, named for the db (a missing
+	// marker: first use of a server or db, FLUSHALL, FLUSHDB, SWAPDB, a
+	// restart without data; a clock behind the time the marker last saw).
+	// Such a node refuses to grant, with its reason (ErrRejoining), for
+	// RejoinDelay from when the loss was noticed; a recorded sit-out is
+	// never shortened. A lock key lost (evicted, deleted) while its fence
+	// counter records a live lease is refused until that lease's end.
+	// Set it to your longest lease, in every Locker: after that long no
+	// lease the node forgot can still be valid. The price: every restart,
+	// and the first use of a fresh server, sits out the delay. A negative
+	// value turns the wait off (the delay counts as 0: the identity,
+	// replica and lost-key checks and the counters' floor still apply,
+	// nothing is waited), for every Locker that shares the node when this
+	// one notices a loss first. Node clocks must differ by less than 9.5 s
+	// and less than RejoinDelay (docs/design.md §6.1). A node whose INFO is
+	// refused (an ACL) grants nothing; a server without a replication
+	// section in INFO (a stand-in such as miniredis) is not checked; a
+	// node whose maxmemory-policy the Locker reads as allkeys-* is refused
+	// (ErrEvictsLocks). The marker names the db the Node says it uses
+	// (NodeDB; RedisNode: its client's DB). Defaults to LeaseDuration; at
+	// most MaxLeaseDuration.
 	RejoinDelay time.Duration
 	// QueueTTL is how long a waiting Acquire keeps its place in the lock's
 	// wait queue on the nodes without renewing it. Acquire is fair: a

@@ -44,9 +44,11 @@ var (
 	// retry what waiting does not fix; the *NodeError of each full node
 	// wraps it too.
 	ErrNodeFull = errors.New("redlock: node out of memory")
-	// ErrReadOnly means a node is a read-only replica, which can never
-	// take a lock: every node must be an independent primary. Check the
-	// node URLs (a replica's address, or a primary demoted by a failover).
+	// ErrReadOnly means a node is a replica, which can never take a lock
+	// or count as a vote (its scripts read INFO replication and refuse
+	// with an error starting "REPLICA", writable or not): every node must
+	// be an independent primary. Check the node URLs (a replica's address,
+	// or a primary demoted by a failover).
 	// An *AcquireError wraps it when replicas alone rule out a majority,
 	// and Acquire then returns at once; the *NodeError of each replica
 	// wraps it too.
@@ -62,12 +64,25 @@ var (
 
 	// ErrRejoining marks an attempt refused by nodes that sit out their
 	// rejoin delay (Config.RejoinDelay) because they may have lost locks
-	// they granted: servers that started less than the delay ago without
-	// appendfsync always, and servers that lost keys (FLUSHALL or FLUSHDB,
-	// eviction, a failover to a replica) less than the delay ago. It
-	// passes with time; an *AcquireError wraps it, beside ErrNotAcquired,
-	// when such nodes refused.
+	// they granted (docs/design.md §6.2): a node whose marker key is
+	// missing (first use, FLUSHALL or FLUSHDB, SWAPDB, a restart without
+	// data), whose data's identity changed (any restart, a failover or a
+	// failback), or whose clock stepped back; and a node that finds a lock
+	// key missing while its fence counter records a live lease (evicted or
+	// deleted), until that lease's end. The refusal's reason names which.
+	// It passes with time; an *AcquireError wraps it, beside
+	// ErrNotAcquired, when such nodes refused.
 	ErrRejoining = errors.New("redlock: nodes rejoining after a restart or a loss of data")
+
+	// ErrEvictsLocks means a node's server may evict keys without a TTL:
+	// maxmemory is set with a maxmemory-policy allkeys-*, under which no
+	// key of ours is safe from eviction (docs/design.md §6.2). The Locker
+	// reads the policy (CONFIG GET) when it first uses the node, after a
+	// new connection and every few seconds, and such a node grants nothing
+	// until the policy is noeviction or volatile-*. An *AcquireError wraps
+	// it when such nodes alone rule out a majority, and Acquire then
+	// returns at once; the *NodeError of each such node wraps it too.
+	ErrEvictsLocks = errors.New("redlock: node may evict lock keys (maxmemory-policy allkeys-*)")
 
 	errBadReply = errors.New("redlock: unexpected script reply")
 )
@@ -86,7 +101,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 
 // AcquireError describes a failed acquisition attempt. It wraps one
 // sentinel: ErrNotAcquired (the lock is busy, or the attempt ran out of
-// validity); ErrNodeFull, ErrReadOnly or ErrFenceExhausted (nodes failing
+// validity); ErrNodeFull, ErrReadOnly, ErrFenceExhausted or ErrEvictsLocks (nodes failing
 // for that reason alone rule out a majority: waiting will not help); or
 // ErrNoQuorum (no majority answered, or one refused our credentials). It
 // also wraps the per-node errors, so errors.Is finds the sentinel of a
@@ -122,7 +137,7 @@ type AcquireError struct {
 // reason. Either way it is permanent: Acquire returns it at once.
 func (e *AcquireError) lasting() {
 	spare := e.Total - e.Needed // nodes a majority can do without
-	var denied, full, readOnly, exhausted, disabled int
+	var denied, full, readOnly, exhausted, disabled, evicts int
 	for _, err := range e.NodeErrors {
 		switch {
 		case isAuthError(err):
@@ -135,6 +150,8 @@ func (e *AcquireError) lasting() {
 			readOnly++
 		case errors.Is(err, ErrFenceExhausted):
 			exhausted++
+		case errors.Is(err, ErrEvictsLocks):
+			evicts++
 		}
 	}
 	switch {
@@ -149,11 +166,14 @@ func (e *AcquireError) lasting() {
 	case exhausted > spare:
 		e.kind = ErrFenceExhausted
 		e.Reason = "the fence counter is at its maximum on a majority of nodes: use a new resource name"
+	case evicts > spare:
+		e.kind = ErrEvictsLocks
+		e.Reason = "a majority of nodes may evict keys without a TTL (maxmemory-policy allkeys-*): set noeviction or a volatile-* policy"
 	case disabled > spare:
 		e.Reason = "EVAL or EVALSHA is renamed or disabled on a majority of nodes: the lock scripts cannot run there"
-	case denied+full+readOnly+exhausted+disabled > spare:
-		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d out of memory, %d read-only, %d with the fence counter at its maximum, %d without EVAL/EVALSHA",
-			denied, full, readOnly, exhausted, disabled)
+	case denied+full+readOnly+exhausted+disabled+evicts > spare:
+		e.Reason = fmt.Sprintf("nodes that cannot grant rule out a majority: %d access denied, %d out of memory, %d read-only, %d with the fence counter at its maximum, %d without EVAL/EVALSHA, %d evicting any key",
+			denied, full, readOnly, exhausted, disabled, evicts)
 	default:
 		return
 	}

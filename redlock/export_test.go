@@ -20,10 +20,12 @@ func Waiting(l *Locker, resource string) int {
 // Grant is a node's answer to an acquire, for tests of the scripts.
 type Grant = grant
 
-// NodeAcquire runs the acquire script on n, without a place in the queue
-// and with the default seed step (a second).
+// NodeAcquire runs the acquire script on n, without a place in the queue,
+// with the marker of n's db and the data-loss rule's delay off (nothing
+// is waited; the rule's checks apply).
 func NodeAcquire(ctx context.Context, n Node, key, token, owner string, ttl time.Duration) (Grant, error) {
-	return acquire(ctx, n, acquireArgs{keys: lockKeys(key), token: token, owner: owner, ttl: ttl, step: "1000000"})
+	g := grantGate{trust: []any{"-1"}, db: nodeDB(n)}
+	return acquire(ctx, n, acquireArgs{keys: g.withMarker(lockKeys(key), key), token: token, owner: owner, ttl: ttl, step: "1000000", trust: g.trust})
 }
 
 // NodeFence runs the fence script on n.

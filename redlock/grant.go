@@ -2,41 +2,66 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// grantGate is the rejoin rule (docs/design.md §6.1, §6.2) as a granting
-// script on one node takes it: the floor of the node's fence counters, the
-// data-loss rule's arguments, and whether the node keeps a marker per
-// hash slot.
+// NodeDB is an optional interface of a Node: DB reports the logical
+// database (SELECT index) that the node's keys live in. The data-loss
+// rule's marker key carries it in its name (docs/design.md §6.2), so that
+// SWAPDB, which moves a whole db's keys, leaves a db without its own
+// marker. RedisNode implements it (the client's Options().DB; 0 for a
+// Redis Cluster). A Node that does not implement it counts as db 0: a
+// wrapper around a RedisNode that uses another db must forward DB, or a
+// SWAPDB of that db goes unnoticed.
+type NodeDB interface {
+	DB() int
+}
+
+// nodeDB returns the db node n says it uses (NodeDB), else 0.
+func nodeDB(n Node) int {
+	if d, ok := n.(NodeDB); ok {
+		return d.DB()
+	}
+	return 0
+}
+
+// grantGate is what a granting script on one node takes for the data-loss
+// rule (docs/design.md §6.2, scripts/trust.lua): the rule's arguments, the
+// node's db and whether it keeps a marker per hash slot.
 type grantGate struct {
-	// floor raises older counters to it ("" for none): a node that may
-	// have lost increments in its last restart.
+	// floor is a counter floor given by the caller ("": none). The node's
+	// own floor (its marker's from) always applies; the Locker gives none.
 	floor string
-	// trust are the arguments of t_trust (scripts/trust.lua): the delay,
-	// the servers' run_ids, flags; nil when the rule is off.
+	// trust are the script's arguments of the rule: the rejoin delay in
+	// milliseconds ("-1" with the rule off: the checks apply, nothing is
+	// waited); nil when the node's state is unknown (no marker: the node
+	// hands nothing over).
 	trust   []any
 	sharded bool
+	db      int
 }
 
 // marker is the node's marker key for lock key (a key "P{R}..."), or ""
-// when the rule is off: on a sharded node, the one of the key's hash slot.
+// when the gate is unknown: "P~trust:db<N>", or on a sharded node
+// "P{T}~trust:db0" with T a tag of the key's hash slot.
 func (g grantGate) marker(key string) string {
 	if g.trust == nil {
 		return ""
 	}
 	p := key[:strings.IndexByte(key, '{')]
+	db := ":db" + strconv.Itoa(g.db)
 	if g.sharded {
-		return p + "{" + slotTags()[keySlot(key)] + "}" + markerName
+		return p + "{" + slotTags()[keySlot(key)] + "}" + markerName + db
 	}
-	return p + markerName
+	return p + markerName + db
 }
 
 // withMarker returns keys followed by the node's marker for lock key, in a
-// new slice; keys alone when the rule is off.
+// new slice; keys alone when the gate is unknown.
 func (g grantGate) withMarker(keys []string, key string) []string {
 	m := g.marker(key)
 	if m == "" {
@@ -45,60 +70,55 @@ func (g grantGate) withMarker(keys []string, key string) []string {
 	return append(keys[:len(keys):len(keys)], m)
 }
 
-// grantOn applies the rejoin rule to any granting script on node i: try
-// runs the script with the gate and says whether it granted; a node
-// sitting out its rejoin delay after a restart refuses (refuse makes the
-// refusal from the reason and the time left) without being asked; the
-// script itself refuses where the node's marker shows a loss of data. A
-// grant made while the node opened a connection (its server may have
-// restarted, or been replaced, just before it) is checked again and given
-// back (giveBack) when the node turns out to be rejoining or another
-// server. A give-back the node did not confirm is an error (outcome
-// unknown), never a refusal, so that the attempt's clean-up releases it
-// again.
-func grantOn[G any](l *Locker, ctx context.Context, i int, try func(grantGate) (G, bool, error), refuse func(why string, left time.Duration) G, giveBack func() error) (G, error) {
+// grantOn runs a granting script on node i under the data-loss rule: try
+// runs it with the node's gate and says whether it granted. Every check of
+// the rule runs in the script, on the node (scripts/trust.lua): a replica
+// answers an error, a node that may have lost data refuses {3, ms, why}.
+// The Locker adds one check of its own: a node whose maxmemory-policy it
+// last read as allkeys-* fails with ErrEvictsLocks (no key of ours is safe
+// from eviction there). The last two arguments are unused since Safety v4
+// (the out-of-band refusal and the give-back of a grant made on a new
+// connection): the callers may drop them.
+func grantOn[G any](l *Locker, ctx context.Context, i int, try func(grantGate) (G, bool, error), _ func(why string, left time.Duration) G, _ func() error) (G, error) {
 	var zero G
-	node := l.nodes[i]
-	if l.cfg.RejoinDelay < 0 {
-		g, _, err := try(grantGate{})
-		return g, err
-	}
-	u, err := node.Uptime(ctx)
+	gate, err := l.gate(ctx, i)
 	if err != nil {
-		return zero, fmt.Errorf("rejoin state unknown: %w", err) // an error, not a refusal
+		return zero, err
+	}
+	g, _, err := try(gate)
+	return g, err
+}
+
+// gate returns node i's gate, reading the node's state (Node.Uptime, which
+// RedisNode keeps for a few seconds) for its sharding and its eviction
+// policy. An unknown state is an error, never a refusal.
+func (l *Locker) gate(ctx context.Context, i int) (grantGate, error) {
+	u, err := l.nodes[i].Uptime(ctx)
+	if errors.Is(err, ErrEvictsLocks) {
+		return grantGate{}, err
+	}
+	if err != nil {
+		return grantGate{}, fmt.Errorf("node state unknown: %w", err)
 	}
 	d := l.learned(i, u)
-	if r := rejoining(u, l.cfg.RejoinDelay); r.Reason != "" {
-		return refuse(r.Reason, r.HolderTTL), nil
+	return grantGate{trust: d.trust, sharded: u.Sharded, db: d.db}, nil
+}
+
+// MarkerKeys returns the data-loss rule's marker keys (docs/design.md
+// §6.2) that a Locker with key prefix prefix uses on a node in db db: one,
+// "prefix~trust:db<N>", or on a sharded node (a Redis Cluster, db 0) one
+// per hash slot, "prefix{T}~trust:db0" with T a tag of the slot, indexed
+// by slot. For tools that read the markers (doctor) and tests that write
+// them.
+func MarkerKeys(prefix string, db int, sharded bool) []string {
+	suffix := markerName + ":db" + strconv.Itoa(db)
+	if !sharded {
+		return []string{prefix + suffix}
 	}
-	gate := grantGate{trust: d.trust, sharded: u.Sharded}
-	// A node that may have lost increments in its last restart raises
-	// older counters to its start plus the rejoin delay: above every token
-	// issued before the restart, while node clocks differ by less than half
-	// the delay (docs/design.md, section 6.1).
-	if !u.Durable && u.BootMicros > 0 {
-		gate.floor = strconv.FormatInt(u.BootMicros+l.cfg.RejoinDelay.Microseconds(), 10)
+	tags := slotTags()
+	keys := make([]string, len(tags))
+	for s, tag := range tags {
+		keys[s] = prefix + "{" + tag + "}" + suffix
 	}
-	g, ok, err := try(gate)
-	if err != nil || !ok {
-		return g, err
-	}
-	again, err := node.Uptime(ctx)
-	if err == nil && again.Conns == u.Conns {
-		return g, nil
-	}
-	why := rejoining(again, l.cfg.RejoinDelay).Reason
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("rejoin state unknown: %v", err)
-	case why == "" && again.Servers != u.Servers:
-		why = rejoiningReason + ": the node's server changed during the call"
-	}
-	if why == "" {
-		return g, nil
-	}
-	if err := giveBack(); err != nil {
-		return zero, fmt.Errorf("%s; giving its grant back failed: %w", why, err)
-	}
-	return refuse(why, 0), nil
+	return keys
 }

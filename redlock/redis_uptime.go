@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type upState struct {
 	servers  string
 	mayEvict bool
 	sharded  bool
+	// allKeys names a server whose maxmemory-policy is allkeys-* with a
+	// maxmemory set ("" for none): Uptime then fails with ErrEvictsLocks.
+	allKeys string
 	// dials is the dial count when the state was learned, and at the time
 	// (monotonic).
 	dials uint64
@@ -42,8 +46,9 @@ type upState struct {
 }
 
 // relearnAfter is how long a node trusts what it learned of its servers'
-// configuration: a maxmemory policy changed at runtime to one that evicts
-// is noticed this soon.
+// configuration: a maxmemory policy changed at runtime to allkeys-* is
+// noticed this soon (the one eviction case the data-loss rule does not
+// cover while a lease is live: docs/design.md §6.2).
 const relearnAfter = 5 * time.Second
 
 // rejoinState is a RedisNode's knowledge of its server's uptime.
@@ -96,10 +101,17 @@ func (r *rejoinState) fresh() (upState, bool) {
 
 // Uptime implements Node: INFO server (on every primary of a cluster) and
 // CONFIG GET append* and maxmemory*, learned once and again after the node
-// opened a connection, a call failed, or relearnAfter passed. A server that does not implement INFO server
-// (a stand-in) reports a zero Since; an ACL that refuses INFO is an error.
+// opened a connection, a call failed, or relearnAfter passed. A server
+// that does not implement INFO server (a stand-in) reports a zero Since;
+// an ACL that refuses INFO is an error, and so is a server with a
+// maxmemory and a maxmemory-policy allkeys-* (ErrEvictsLocks). The
+// data-loss rule itself runs in the scripts (scripts/trust.lua); the rest
+// is for diagnostics and the marker's sharding.
 func (n *RedisNode) Uptime(ctx context.Context) (Uptime, error) {
 	st := n.upState(ctx)
+	if st.allKeys != "" {
+		return Uptime{}, fmt.Errorf("%w: %s", ErrEvictsLocks, st.allKeys)
+	}
 	if !st.checked {
 		return Uptime{Conns: st.dials}, nil
 	}
@@ -158,6 +170,9 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 		st.bootUS = max(st.bootUS, s.bootUS)
 		st.durable = st.durable && s.durable
 		st.mayEvict = st.mayEvict || s.mayEvict
+		if s.allKeys != "" && st.allKeys == "" {
+			st.allKeys = s.allKeys
+		}
 		if s.runID != "" {
 			runIDs = append(runIDs, s.runID)
 		}
@@ -184,6 +199,9 @@ type serverState struct {
 	// read).
 	durable, mayEvict bool
 	runID             string
+	// allKeys describes a maxmemory-policy allkeys-* with a maxmemory set
+	// ("" otherwise, or when the configuration may not be read).
+	allKeys string
 }
 
 // learnServer reads one server's uptime and run_id (INFO server) and
@@ -221,9 +239,25 @@ func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (se
 		mem, err = c.ConfigGet(ctx, "maxmemory*").Result()
 		s.durable = aof["appendonly"] == "yes" && aof["appendfsync"] == "always"
 		s.mayEvict = err != nil || mem["maxmemory"] != "0" && mem["maxmemory-policy"] != "noeviction"
+		if p := mem["maxmemory-policy"]; err == nil && mem["maxmemory"] != "0" && strings.HasPrefix(p, "allkeys-") {
+			s.allKeys = fmt.Sprintf("maxmemory %s with maxmemory-policy %s: set noeviction or a volatile-* policy", mem["maxmemory"], p)
+		}
 	}
 	if isAuthError(err) {
 		refused.Store(true)
 	}
 	return s, nil
+}
+
+// DB implements NodeDB: the db the node's client selects (0 for a Redis
+// Cluster or a client that does not say), which the data-loss rule's
+// marker key names.
+func (n *RedisNode) DB() int {
+	switch c := n.client.(type) {
+	case *redis.Client:
+		return c.Options().DB
+	case *redis.Ring:
+		return c.Options().DB
+	}
+	return 0
 }

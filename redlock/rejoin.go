@@ -2,75 +2,55 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
-// The rejoin rule (Config.RejoinDelay, docs/design.md §6.1): a node whose
-// server started less than RejoinDelay ago, without appendfsync always,
-// may have lost locks it granted before the restart, so it grants nothing
-// until every lease it may have forgotten has expired. The rule reads the
-// server's uptime through Node.Uptime, so it holds for every Node, wrapped
-// or not.
+// The data-loss rule (Config.RejoinDelay, docs/design.md §6.2) runs in the
+// scripts, on the node (scripts/trust.lua): every script that can answer
+// "granted" reads the server's identity (INFO replication) and the node's
+// marker, so it holds for every Node, wrapped or not, and for every
+// Config. The Locker passes its rejoin delay and names the marker key.
 
-// rejoining returns the refusal of a node whose server's data is
-// described by u and that must not grant yet (its reason, and its
-// HolderTTL the time left), or a zero grant when it may.
-func rejoining(u Uptime, delay time.Duration) grant {
-	if u.Since.IsZero() || delay < 0 || u.Durable {
-		return grant{}
-	}
-	if up := time.Since(u.Since); up < delay {
-		return grant{Reason: fmt.Sprintf("%s: up %s of the %s rejoin delay, without appendfsync always", rejoiningReason, up.Round(time.Second), delay),
-			HolderTTL: delay - up}
-	}
-	return grant{}
-}
-
-// rejoiningReason starts the reason of a rejoining node's refusal.
+// rejoiningReason starts the reason of a refusal by a node that sits out
+// after a loss of data (or whose lock key was lost): it passes with time.
 const rejoiningReason = "rejoining"
 
 // rejoiningRefusal reports whether a refusal's reason is a rejoining
 // node's.
 func rejoiningRefusal(reason string) bool { return strings.HasPrefix(reason, rejoiningReason) }
 
-// nodeData is what the Locker last learned of a node's data
-// (Node.Uptime) and the arguments it gives the node's data-loss rule.
+// nodeData is what the Locker last learned of a node (Node.Uptime) and the
+// arguments it gives the node's data-loss rule.
 type nodeData struct {
 	u Uptime
-	// trust are the acquire script's arguments of the rule (nil: off).
+	// trust are the granting scripts' arguments of the rule (t_trust).
 	trust []any
+	// db is the db the node says it uses (NodeDB).
+	db int
 }
 
 // learned records u for node i and returns what the Locker now knows of
 // the node, reusing the last record while u says the same.
 func (l *Locker) learned(i int, u Uptime) *nodeData {
-	if d := l.data[i].Load(); d != nil && d.u.Servers == u.Servers && d.u.Durable == u.Durable &&
-		d.u.MayEvict == u.MayEvict && d.u.Sharded == u.Sharded && d.u.Since.IsZero() == u.Since.IsZero() {
+	if d := l.data[i].Load(); d != nil && d.u.Sharded == u.Sharded && d.u.Since.IsZero() == u.Since.IsZero() {
 		return d
 	}
-	d := &nodeData{u: u}
-	if l.cfg.RejoinDelay >= 0 && !u.Since.IsZero() {
-		flags := ""
-		if u.Durable {
-			flags += "d"
-		}
-		if u.MayEvict {
-			flags += "e"
-		}
-		d.trust = []any{strconv.FormatInt(l.cfg.RejoinDelay.Milliseconds(), 10), u.Servers, flags}
+	delay := "-1"
+	if l.cfg.RejoinDelay >= 0 {
+		delay = strconv.FormatInt(l.cfg.RejoinDelay.Milliseconds(), 10)
 	}
+	d := &nodeData{u: u, trust: []any{delay}, db: nodeDB(l.nodes[i])}
 	l.data[i].Store(d)
 	return d
 }
 
 // gateFor returns node i's gate (grantGate) as far as the Locker knows:
-// a node not used yet is asked.
+// a node not used yet is asked; one whose state is unknown gets the zero
+// gate (no marker: a release hands nothing over there).
 func (l *Locker) gateFor(ctx context.Context, i int) grantGate {
 	d := l.data[i].Load()
-	if d == nil && l.cfg.RejoinDelay >= 0 {
+	if d == nil {
 		if u, err := l.nodes[i].Uptime(ctx); err == nil {
 			d = l.learned(i, u)
 		}
@@ -78,10 +58,10 @@ func (l *Locker) gateFor(ctx context.Context, i int) grantGate {
 	if d == nil {
 		return grantGate{}
 	}
-	return grantGate{trust: d.trust, sharded: d.u.Sharded}
+	return grantGate{trust: d.trust, sharded: d.u.Sharded, db: d.db}
 }
 
-// acquireOn asks node i for the lock under the rejoin rule (grantOn).
+// acquireOn asks node i for the lock under the data-loss rule (grantOn).
 func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, error) {
 	node := l.nodes[i]
 	return grantOn(l, ctx, i, func(g grantGate) (grant, bool, error) {
@@ -89,21 +69,14 @@ func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, er
 		a.keys = g.withMarker(a.keys, a.keys[0])
 		gr, err := acquire(ctx, node, a)
 		return gr, gr.OK, err
-	}, func(why string, left time.Duration) grant {
-		return grant{Reason: why, HolderTTL: left}
-	}, func() error {
-		_, err := release(ctx, node, releaseArgs{keys: a.keys, token: a.token})
-		return err
-	})
+	}, nil, nil)
 }
 
-// seedStep is the granularity of a new fence counter's start, in
-// microseconds, as the acquire script takes it: half the rejoin delay (half
-// the lease when the check is off), at least 1. Nodes whose clocks differ by
-// far less start a resource's counters equal (no fence step for a new
-// resource), and a restarted node's new counters still start above every
-// earlier token while node clocks differ by less than half the delay
-// (docs/design.md, section 6.1).
+// seedStep is the value the Locker passes in the scripts' former seed-step
+// argument, which they no longer read: a new counter's start is rounded to
+// a node-side constant (scripts/counter.lua, c_step), so that no Config can
+// make tokens go back. It stays non-empty: a hand-over (handOver.step)
+// needs it set.
 func seedStep(c Config) string {
 	d := c.RejoinDelay
 	if d < 0 {

@@ -107,12 +107,13 @@ func sitOutGrant(reply any, vals []any) (multiGrant, error) {
 	return multiGrant{reason: g.Reason, holderTTL: g.HolderTTL}, err
 }
 
-// lossReasons says, for each reason a node's marker gives (scripts/trust.lua),
-// why the node sits out.
+// lossReasons says, for each reason a node's refusal gives
+// (scripts/trust.lua, scripts/counter.lua), why the node sits out.
 var lossReasons = map[string]string{
-	"restarted": "its server restarted without appendfsync always",
-	"lost":      "it may have lost data (FLUSHALL or FLUSHDB, a failover to a replica, or its marker key was deleted)",
-	"evicted":   "its server evicted keys",
+	"no-marker":  "its marker key is missing (first use, FLUSHALL or FLUSHDB, SWAPDB, a restart without data, or the marker deleted)",
+	"identity":   "its data's identity changed (a restart with or without AOF, a failover or a failback, a full sync: INFO master_replid)",
+	"clock-back": "its clock stepped back behind a time it had already seen",
+	"key-lost":   "the lock key is missing while its fence counter records a live lease (evicted or deleted)",
 }
 
 // parseHeld decodes a reply whose lock the caller holds: {1, counter}, {1,
@@ -188,6 +189,7 @@ var replyKinds = []struct {
 }{
 	{"WRONGTYPE", ErrWrongType},
 	{"READONLY", ErrReadOnly},
+	{"REPLICA", ErrReadOnly},
 	{"OOM", ErrNodeFull},
 	{"FENCEEXHAUSTED", ErrFenceExhausted},
 }
@@ -297,11 +299,19 @@ func parseReleased(reply any) (released, error) {
 }
 
 // parseRehold decodes the rehold script's reply: {1, counter} when done,
-// {0} when the holding token does not hold the lock.
+// {0} when the holding token does not hold the lock, {3, ms, why} when the
+// node may not grant (an error wrapping ErrRejoining).
 func parseRehold(reply any) (c fencing.Token, ok bool, err error) {
 	vals, _ := reply.([]any)
 	if len(vals) == 1 && vals[0] == int64(0) {
 		return 0, false, nil
+	}
+	if len(vals) == 3 && vals[0] == int64(3) {
+		g, err := parseSitOut(reply, vals)
+		if err != nil {
+			return 0, false, err
+		}
+		return 0, false, fmt.Errorf("%w: %s", ErrRejoining, g.Reason)
 	}
 	if len(vals) == 2 && vals[0] == int64(1) {
 		if s, isStr := vals[1].(string); isStr {

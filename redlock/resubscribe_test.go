@@ -56,8 +56,13 @@ func TestWaiterRetriesWhenItsSubscriptionComesBack(t *testing.T) {
 
 	// The lock disappears without an announcement (as if released while
 	// the waiter's connections were down), then the connections are cut.
+	// (Its counter's record of the lease ends too, as a release's does:
+	// a lock key lost before that record's end is refused until it.)
 	for _, s := range c.Servers() {
 		require.NoError(t, s.Client().Del(context.Background(), key).Err())
+		v, err := s.Client().Get(context.Background(), key+":fence").Result()
+		require.NoError(t, err)
+		require.NoError(t, s.Client().Set(context.Background(), key+":fence", counterValue(v), time.Minute).Err())
 	}
 	for _, s := range c.Servers() {
 		require.NoError(t, s.Client().Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err())

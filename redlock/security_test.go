@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -132,7 +133,9 @@ func TestMinimalACLUserRunsEverything(t *testing.T) {
 	require.Contains(t, []fencing.Token{high + 101, high + 51}, f.Fence(), "the largest counter of two granting nodes")
 	raised := 0
 	for _, s := range locks {
-		v, err := s.Do(ctx, "GET", l1.Key("acl")+":fence").Int64()
+		raw, err := s.Do(ctx, "GET", l1.Key("acl")+":fence").Text()
+		require.NoError(t, err)
+		v, err := strconv.ParseInt(counterValue(raw), 10, 64)
 		require.NoError(t, err)
 		if fencing.Token(v) >= f.Fence() {
 			raised++

@@ -516,7 +516,7 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 	wg := new(sync.WaitGroup)
 	start := time.Now()
 	replies, deadline := fanout(l, context.WithoutCancel(ctx), "rehold", idxs, wg, func(ctx context.Context, i int) (reheld, error) {
-		c, ok, err := rehold(ctx, l.nodes[i], keys, from, value, l.cfg.LeaseDuration, l.seedStep)
+		c, ok, err := rehold(ctx, l.nodes[i], keys, from, value, l.cfg.LeaseDuration, l.seedStep, l.gateFor(ctx, i))
 		return reheld{c, ok}, err
 	})
 	p.addCalls(startedCalls{at: start, wg: wg, over: deadline}, l.cfg.NodeCallTimeout)

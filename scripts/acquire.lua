@@ -5,28 +5,32 @@
 -- marker key (trust.lua)
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds,
 -- ARGV[4] optional floor: a canonical decimal below which an existing
--- counter is raised to it before the increment (after a restart that may
--- have lost increments), or empty; ARGV[5] optional granularity of a new
--- counter's start, in microseconds; ARGV[6] the place of a fair Acquire
--- in the wait queue ("" for an attempt that does not queue): its waiter
--- id, followed by what the lock is handed over to it with (queue.lua,
--- q_member), ARGV[7] its ticket (0 for none yet), ARGV[8] how long its
--- place lasts, in milliseconds; ARGV[9], ARGV[10] and ARGV[11] the
--- rule for a node that may have lost data (trust.lua, t_trust: the rejoin
--- delay in milliseconds or "" for none, the servers' run_ids, flags)
+-- counter is raised to it before the increment, or empty (the node's own
+-- floor, the marker's from, always applies: trust.lua); ARGV[5] unused
+-- (was the seed step: counter.lua's c_step is a node constant); ARGV[6]
+-- the place of a fair Acquire in the wait queue ("" for an attempt that
+-- does not queue): its waiter id, followed by what the lock is handed over
+-- to it with (queue.lua, q_member), ARGV[7] its ticket (0 for none yet),
+-- ARGV[8] how long its place lasts, in milliseconds; ARGV[9] the rejoin
+-- delay in milliseconds (trust.lua, t_trust; "" or negative: 0)
 -- Returns {1, counter} when granted, {0, pttl} when another holder has it.
 -- When the caller queues, or the lock is free but an earlier waiter is
 -- next, a refusal is {0, pttl, ticket, ms}: pttl 0 for a free lock, the
 -- caller's ticket (0 when it does not queue), and how long the head's
 -- ticket has left (0 when the caller is the head). A free lock is granted
 -- only to the head of its live queue, or to anyone when the queue is empty.
--- A node that may have lost data (trust.lua) refuses a free lock with
--- {3, ms, why}: it may grant again in ms milliseconds.
+-- A node that may have lost data (trust.lua) refuses with {3, ms, why}
+-- (a free lock, and the retried call's and the hand-over's answers too):
+-- it may grant again in ms milliseconds; why is no-marker, identity,
+-- clock-back, or key-lost when the lock key is missing while its counter
+-- records a live lease (counter.lua, C5), or "data state unknown: ..."
+-- when INFO is refused. A replica answers an error "REPLICA ...".
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
 -- A fence counter that does not exist yet is created from the node's TIME
--- in microseconds, then incremented.
+-- in microseconds (counter.lua, C1), then incremented; a grant leaves it
+-- "V U" without a TTL, U the lease's end on the node's clock (C3).
 -- A call with the token that holds the lock (a client-side retry) answers
 -- {1, counter, pttl} without counting a new holder: pttl is what the lock
 -- has left, which the caller counts its validity from. A lock that was
@@ -41,25 +45,26 @@
 local cur, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local fence, bad = nil, nil
-if l_holds(cur, ARGV[1]) then
-  fence, bad = c_read(KEYS[2])
-  if bad then return redis.error_reply(bad) end
-  -- (A counter that expired while the lock stood is counted again from
-  -- the clock, above every token it counted.)
-  if not fence then fence = c_count(KEYS[2], false, '', ARGV[5]) end
-  return {1, fence, redis.call('PTTL', KEYS[1])}
+-- held answers for the caller's own lock (flag 1) or its place's (flag
+-- 2): the node must still be
+-- trusted (a replica, or a node that lost data since, answers no grant).
+-- A counter lost while the lock stood is counted again from the clock.
+local function held(flag)
+  local f, b = c_read(KEYS[2])
+  if b then return redis.error_reply(b) end
+  local floor, refusal = t_gate(KEYS[5], ARGV[9], ARGV[4])
+  if not floor then return refusal end
+  local p = redis.call('PTTL', KEYS[1])
+  if not f then f = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
+  return {flag, f, p}
 end
+if l_holds(cur, ARGV[1]) then return held(1) end
 local wid = ARGV[6] or ''
 if cur and wid ~= '' then
   -- A lock handed over to the caller's place (under the place's own
   -- token) is reported, not taken: only the place's Acquire may use it.
   local _, _, _, value = q_member(wid)
-  if l_holds(cur, l_token(value)) then
-    fence, bad = c_read(KEYS[2])
-    if bad then return redis.error_reply(bad) end
-    if not fence then fence = c_count(KEYS[2], false, '', ARGV[5]) end
-    return {2, fence, redis.call('PTTL', KEYS[1])}
-  end
+  if l_holds(cur, l_token(value)) then return held(2) end
 end
 if cur and (wid == '' or not KEYS[3]) then
   return {0, redis.call('PTTL', KEYS[1])}
@@ -96,10 +101,14 @@ if head and head ~= wid then
     return {0, 0, ticket, left}
   end
 end
-fence, bad = c_read(KEYS[2])
+local upto
+fence, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
-local floor, refusal = t_gate(KEYS[5], ARGV[9], ARGV[10], ARGV[11], ARGV[4])
+local floor, refusal, checked = t_gate(KEYS[5], ARGV[9], ARGV[4])
 if not floor then return refusal end
+local us = c_now()
+local lost = c_lost(upto, us)
+if checked and lost > 0 then return {3, lost, 'key-lost'} end
 if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
@@ -110,4 +119,4 @@ if head and head == wid then
   redis.call('ZREM', KEYS[4], wid)
 end
 q_purge(KEYS[3], KEYS[4], gone)
-return {1, c_count(KEYS[2], fence, floor, ARGV[5])}
+return {1, c_count(KEYS[2], fence, floor, us + tonumber(ARGV[3]) * 1000)}

@@ -7,9 +7,9 @@
 -- optionally the node's marker key (trust.lua); they must share one Redis
 -- Cluster slot (the caller groups them by slot)
 -- ARGV[1] owner label, ARGV[2] lease TTL in milliseconds, ARGV[3] optional
--- floor (acquire.lua), ARGV[4] granularity of a new counter's start,
--- ARGV[4+k] the k-th lock's token, then the data-loss rule's arguments
--- (t_trust: the rejoin delay, the servers' run_ids, flags)
+-- floor (acquire.lua), ARGV[4] unused (was the seed step), ARGV[4+k] the
+-- k-th lock's token, then ARGV[5+n] the rejoin delay in milliseconds
+-- (trust.lua, t_trust; "" or negative: 0)
 -- Returns {1, counter 1, pttl 1, counter 2, pttl 2, ...} when every lock
 -- was granted: each counter the decimal string Redis stores, each pttl 0
 -- for a new grant, or what the lock had left when its token already held
@@ -17,12 +17,15 @@
 -- counted). Returns {0, pttl, k} when the k-th lock is held by another
 -- token, and {0, 0, k, ms} when it is free but a waiter of its queue is
 -- next (ms: what that waiter's place has left): nothing is written then.
--- A node that may have lost data (trust.lua) refuses with {3, ms, why}.
+-- A node that may have lost data (trust.lua) refuses with {3, ms, why},
+-- also when every lock is already the caller's (a retried call), and with
+-- {3, ms, 'key-lost'} when a free lock's counter records a live lease
+-- (counter.lua, C5). A replica answers an error "REPLICA ...".
 -- Every check runs before the first write (as in acquire.lua): an error
 -- or a refusal writes nothing, and the first write is a SET.
 local n = (#KEYS - #KEYS % 4) / 4
 local km = KEYS[4 * n + 1]
-local fences, mine, gones = {}, {}, {}
+local fences, mine, gones, untils = {}, {}, {}, {}
 for k = 1, n do
   local kl, kf, kq, ke = KEYS[4*k-3], KEYS[4*k-2], KEYS[4*k-1], KEYS[4*k]
   local cur, lerr = l_get(kl)
@@ -30,8 +33,9 @@ for k = 1, n do
   if cur and not l_holds(cur, ARGV[4+k]) then
     return {0, redis.call('PTTL', kl), k}
   end
-  local fence, bad = c_read(kf)
+  local fence, bad, u = c_read(kf)
   if bad then return redis.error_reply(bad) end
+  untils[k] = u
   if cur then
     mine[k] = true
   else
@@ -46,25 +50,29 @@ for k = 1, n do
   end
   fences[k] = fence
 end
-local floor = ARGV[3]
+local floor, refusal, checked = t_gate(km, ARGV[5 + n], ARGV[3])
+if not floor then return refusal end
+local us = c_now()
 for k = 1, n do
-  if not mine[k] then
-    local refusal
-    floor, refusal = t_gate(km, ARGV[5 + n], ARGV[6 + n], ARGV[7 + n], ARGV[3])
-    if not floor then return refusal end
-    break
+  if checked and not mine[k] then
+    local lost = c_lost(untils[k], us)
+    if lost > 0 then return {3, lost, 'key-lost'} end
   end
 end
+local upto = us + tonumber(ARGV[2]) * 1000
 local out = {1}
 for k = 1, n do
   local kl, kf = KEYS[4*k-3], KEYS[4*k-2]
   if mine[k] then
-    table.insert(out, fences[k])
-    table.insert(out, redis.call('PTTL', kl))
+    local f, p = fences[k], redis.call('PTTL', kl)
+    -- A counter lost while the lock stood is counted again from the clock.
+    if not f then f = c_count(kf, false, floor, us + math.max(p, 0) * 1000) end
+    table.insert(out, f)
+    table.insert(out, p)
   else
     redis.call('SET', kl, ARGV[4+k] .. ' ' .. ARGV[1], 'PX', ARGV[2])
     q_purge(KEYS[4*k-1], KEYS[4*k], gones[k])
-    table.insert(out, c_count(kf, fences[k], floor, ARGV[4]))
+    table.insert(out, c_count(kf, fences[k], floor, upto))
     table.insert(out, 0)
   end
 end

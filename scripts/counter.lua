@@ -4,8 +4,44 @@
 -- (no sign, no leading zero) that Redis can INCR; it never passes through a
 -- Lua number, which is exact only up to 2^53: counters are compared as
 -- decimal strings, length first.
+--
+-- The rules, as the model says them (Safety v4, docs/design.md §6.1):
+--   C1 seed: a counter that does not exist is created at the node's clock
+--      in microseconds rounded down to c_step (a node constant, 1 s), but
+--      never below the floor (the marker's from, trust.lua), then
+--      incremented.
+--   C2 floor: an existing counter below the floor is raised to the floor
+--      before the increment.
+--   C3 live: while a lease it counted is live, the counter holds "V U"
+--      with no TTL: V the counter, U the node time in microseconds until
+--      which that lease runs (a renewal sets U again). A key without a TTL
+--      is never evicted under noeviction or a volatile-* policy.
+--   C4 life: when its lease ends (a release, or a script that finds U
+--      passed), the counter goes back to "V" with a TTL of c_life (a node
+--      constant, 20 s): a counter outlives its last lease by c_life.
+--   C5 lost key: a grant that finds the lock key missing while the
+--      counter's U is more than c_grace ahead of the node's clock refuses
+--      until U ("lock key lost": evicted or deleted by hand).
+-- No Locker's Config changes c_step or c_life, so a mix of Configs cannot
+-- make tokens go back.
 
 local c_top = '9223372036854775807'
+
+-- c_step is the granularity of a new counter's start, in microseconds.
+local c_step = 1000000
+-- c_life is how long a counter lives after its last lease ended, in
+-- milliseconds.
+local c_life = 20000
+-- c_grace is how far, in microseconds, a lease's recorded end may lie
+-- ahead of the node's clock when its lock key has expired (PX counts from
+-- the command's millisecond, U from the script's microsecond).
+local c_grace = 1000
+
+-- c_now is the node's clock in microseconds.
+local function c_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 
 -- c_less reports whether canonical decimal a is below canonical decimal b.
 local function c_less(a, b)
@@ -23,23 +59,23 @@ local function c_valid(s)
 end
 
 -- c_read reads the fence counter: its value (false when it does not exist
--- yet), or nil and an error text when the key holds something else.
+-- yet), nil or an error text when the key holds something else, and the
+-- end of its live lease in microseconds (nil when none is recorded).
 local function c_read(kf)
-  local fence = redis.pcall('GET', kf)
-  if type(fence) == 'table' and not string.find(fence.err or '', 'WRONGTYPE', 1, true) then
-    return nil, fence.err
+  local raw = redis.pcall('GET', kf)
+  if type(raw) == 'table' and not string.find(raw.err or '', 'WRONGTYPE', 1, true) then
+    return nil, raw.err, nil
   end
-  if type(fence) == 'table' or (fence and not c_valid(fence)) then
-    return nil, 'WRONGTYPE redlock fence key ' .. kf .. ' holds data that is not a counter'
+  if not raw then return false, nil, nil end
+  local v, u = nil, nil
+  if type(raw) == 'string' then
+    v, u = string.match(raw, '^(%d+) (%d+)$')
+    if not v then v = raw end
   end
-  return fence, nil
-end
-
--- c_life is how long a fence counter lives after its last change, in
--- milliseconds, for a seed step in microseconds: 4 steps, at least a
--- second.
-local function c_life(step)
-  return math.max(math.ceil(step * 4 / 1000), 1000)
+  if not c_valid(v) then
+    return nil, 'WRONGTYPE redlock fence key ' .. kf .. ' holds data that is not a counter', nil
+  end
+  return v, nil, tonumber(u)
 end
 
 -- c_inc is canonical decimal s plus one, as a canonical decimal, without
@@ -51,32 +87,63 @@ local function c_inc(s)
   return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) .. string.rep('0', #s - i)
 end
 
+-- c_store writes counter v on kf: "v U" without a TTL while a lease runs
+-- until upto (µs, C3), else "v" for c_life (C4).
+local function c_store(kf, v, upto)
+  if upto then
+    redis.call('SET', kf, v .. ' ' .. string.format('%.0f', upto))
+  else
+    redis.call('SET', kf, v, 'PX', c_life)
+  end
+end
+
 -- c_count counts a new holder on fence key kf, whose value was read as
 -- fence (false: no counter yet; never c_top, which the caller refuses).
--- A new counter starts from the node's clock in microseconds, rounded down
--- to a multiple of step (so that the nodes of one acquisition start equal
--- and the fence step is not needed); a node that restarted empty thus
--- counts on from above every token issued before (docs/design.md, section
--- 6.1). A counter below floor (a canonical decimal, or '' for none) may
--- have lost increments in a restart and counts on from floor. The counter
--- never passes through a Lua number (exact only up to 2^53): it is
--- incremented as a decimal string and written with one SET. It expires 4
--- steps (twice the rejoin delay) after its last count: a counter created
--- again from the clock then still exceeds every token it counted
--- (docs/design.md, section 6.1). Returns the new counter as Redis stores
--- it.
-local function c_count(kf, fence, floor, step)
-  step = tonumber(step or '1') or 1
-  if step < 1 then step = 1 end
+-- A new counter starts from the node's clock rounded down to c_step (C1);
+-- a counter below floor (a canonical decimal, or '' for none) counts on
+-- from floor (C2). The holder's lease runs until upto (µs on the node's
+-- clock; nil for a reader of a read-write lock, whose end its readers
+-- index records: the counter then lives c_life). Returns the new counter
+-- as Redis stores it.
+local function c_count(kf, fence, floor, upto)
   local v = fence
   if not v then
-    local now = redis.call('TIME')
-    local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    v = string.format('%.0f', us - us % step)
-  elseif floor and floor ~= '' and c_less(v, floor) then
-    v = floor
+    local us = c_now()
+    v = string.format('%.0f', us - us % c_step)
   end
+  if floor and floor ~= '' and c_less(v, floor) then v = floor end
   v = c_inc(v)
-  redis.call('SET', kf, v, 'PX', c_life(step))
+  c_store(kf, v, upto)
   return v
+end
+
+-- c_lost returns the milliseconds a grant must wait when its lock key is
+-- missing while the counter records a live lease until upto (C5), else 0.
+local function c_lost(upto, now)
+  if upto and upto - now > c_grace then return math.ceil((upto - now) / 1000) end
+  return 0
+end
+
+-- c_reader recognises a read-write lock's reader key kl ("W:reader:<token>")
+-- whose counter is kf ("W:fence"): it returns the readers index
+-- ("W:readers") and the reader's token, or nil for any other lock key (a
+-- lock key "P{R}" ends in a brace, a writer's "P{R}:rw" in "rw").
+local function c_reader(kl, kf)
+  local w, tok = string.match(kl, '^(.*):reader:(%x+)$')
+  if w and kf == w .. ':fence' then return w .. ':readers', tok end
+  return nil, nil
+end
+
+-- c_end ends a lease on lock key kl (released or given up): a reader
+-- leaves its readers index kr, whose last member takes the index with it;
+-- any other lease's counter goes back to "V" for c_life (C4). A key that
+-- holds someone else's data is left alone.
+local function c_end(kl, kf)
+  local kr, tok = c_reader(kl, kf)
+  if kr then
+    redis.pcall('ZREM', kr, tok)
+    return
+  end
+  local v, bad, upto = c_read(kf)
+  if v and not bad and upto then c_store(kf, v, nil) end
 end

@@ -4,7 +4,9 @@
 -- lock's wait queue: tickets and their expiry times (queue.lua, included
 -- above)
 -- Returns {type of the lock key, its value or false, its PTTL, fence counter
--- or false, the number of live places in the wait queue}.
+-- or false, the number of live places in the wait queue}. The counter is
+-- its value V alone, without the live lease's end a counter "V U" records
+-- (counter.lua).
 -- key_type is the type of key k, as TYPE answers it (a status reply,
 -- which Redis hands to Lua as a table).
 local function key_type(k)
@@ -16,7 +18,10 @@ local kind = key_type(KEYS[1])
 local value = false
 if kind == 'string' then value = redis.call('GET', KEYS[1]) end
 local fence = false
-if key_type(KEYS[2]) == 'string' then fence = redis.call('GET', KEYS[2]) end
+if key_type(KEYS[2]) == 'string' then
+  fence = redis.call('GET', KEYS[2])
+  fence = string.match(fence, '^(%d+) %d+$') or fence
+end
 local waiting = 0
 if KEYS[4] and key_type(KEYS[4]) == 'zset' then
   waiting = #redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. string.format('%.0f', q_now()), '+inf')

@@ -6,8 +6,8 @@
 -- announced on the release channel, so that it tries at once (no hand-over
 -- here: this script has written before, and a node out of memory must
 -- refuse a grant's first write).
--- KEYS[1] lock key, KEYS[2] fence key (unused), KEYS[3] and KEYS[4] the
--- lock's wait queue
+-- KEYS[1] lock key, KEYS[2] fence key (a lock given up ends its lease:
+-- counter.lua, c_end), KEYS[3] and KEYS[4] the lock's wait queue
 -- ARGV[1] the waiter's place (its id, or the member of q_member), ARGV[2]
 -- release channel, ARGV[3] the announcement's id, ARGV[4] "give" or empty
 -- Returns 1 when the waiter was queued here or held the lock, else 0.
@@ -29,7 +29,10 @@ if not queued and not held then
   return 0
 end
 if held or (first == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0) then
-  if held then redis.call('DEL', KEYS[1]) end
+  if held then
+    redis.call('DEL', KEYS[1])
+    c_end(KEYS[1], KEYS[2])
+  end
   local head = nil
   if not err then head = q_scan(KEYS[3], KEYS[4], nil) end
   if head then head = q_member(head) end

@@ -120,18 +120,18 @@ end
 -- then holds the head's token for the head's ttl, but never longer than
 -- the head's place has left (a waiter that died holds the lock up no
 -- longer than its place would have), its place is removed and the fence
--- counter counts it as a new holder, unless the node may have lost data:
--- km, delay, servers and flags are the marker key and the rule's
--- arguments (t_trust, trust.lua), step the seed step (c_count,
--- counter.lua); the place skip (the releasing caller's own) is passed over
--- and removed. It returns the head's id (nil
--- when the queue has no live place, or a queue key holds someone else's
--- data) and, when it handed the lock over, the
--- new counter and the channel to announce it on (q_member). Nothing is written before the SET, which a node out of
--- memory refuses: the lock is then not handed over, and the caller
+-- counter counts it as a new holder, its lease's end recorded (counter.lua,
+-- C3), unless the node may not grant (trust.lua: km the marker key, delay
+-- the rejoin delay; a replica, or a node that lost data, hands nothing
+-- over); the place skip (the releasing caller's own) is passed over and
+-- removed. It returns the head's id (nil when the queue has no live place,
+-- or a queue key holds someone else's data) and, when it handed the lock
+-- over, the new counter and the channel to announce it on (q_member).
+-- Nothing is written before the marker's or the lock's SET, which a node
+-- out of memory refuses: the lock is then not handed over, and the caller
 -- deletes it. Lapsed places, and the place skip, are removed after (skip
 -- only when the scan reached it: always when there is no head).
-local function q_give(kl, kf, kq, ke, km, delay, servers, flags, step, skip)
+local function q_give(kl, kf, kq, ke, km, delay, skip)
   local head, left, gone, err = q_scan(kq, ke, nil, skip)
   if err then return nil, nil, nil end -- not a redlock queue: none
   if not head then
@@ -142,13 +142,18 @@ local function q_give(kl, kf, kq, ke, km, delay, servers, flags, step, skip)
   local counter = nil
   if ttl and delay and delay ~= '' and math.min(ttl, left) >= 1 then
     local fence = c_read(kf)
-    local floor = fence ~= nil and fence ~= c_top and t_trust(km, delay, servers, flags)
+    local floor = nil
+    if fence ~= nil and fence ~= c_top then
+      local ok, f = pcall(t_trust, km, delay)
+      if ok and type(f) == 'string' then floor = f end
+    end
     if floor then
-      local ok = redis.pcall('SET', kl, value, 'PX', math.min(ttl, left))
+      local ms = math.min(ttl, left)
+      local ok = redis.pcall('SET', kl, value, 'PX', ms)
       if type(ok) == 'table' and ok.ok then
         redis.call('ZREM', kq, head)
         redis.call('ZREM', ke, head)
-        counter = c_count(kf, fence, floor, step)
+        counter = c_count(kf, fence, floor, c_now() + ms * 1000)
       end
     end
   end

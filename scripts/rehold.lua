@@ -4,12 +4,17 @@
 -- renew locks handed over to its place, and to move its attempt's grants
 -- under its place's token when they and the hand-overs make a majority
 -- together (docs/design.md section 11.2). Never re-creates an expired lock
--- and never touches a lock held by another token.
--- KEYS[1] lock key, KEYS[2] fence key
+-- and never touches a lock held by another token. It answers "granted", so
+-- the node must be trusted (trust.lua) when the marker key is given.
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) the node's
+-- marker key (trust.lua)
 -- ARGV[1] the token that holds the lock, ARGV[2] the new value "<token>
--- <owner>", ARGV[3] TTL in milliseconds, ARGV[4] (optional) the seed step
--- of a counter created again (c_count)
--- Returns {1, counter} when done, {0} when ARGV[1] does not hold the lock.
+-- <owner>", ARGV[3] TTL in milliseconds, ARGV[4] unused (was the seed
+-- step), ARGV[5] the rejoin delay in milliseconds (trust.lua, t_trust)
+-- Returns {1, counter} when done, {0} when ARGV[1] does not hold the lock,
+-- {3, ms, why} when the node may not grant (trust.lua); a replica answers
+-- an error "REPLICA ...". The lease's end goes to the counter (counter.lua,
+-- C3).
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
@@ -17,10 +22,19 @@ if not l_holds(v, ARGV[1]) then
 end
 local fence, bad = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
-if not fence then
-  -- The counter expired while the lock stood: count it again from the
-  -- node's clock (c_count), above every token it counted.
-  fence = c_count(KEYS[2], false, '', ARGV[4])
+local floor = ''
+if KEYS[3] then
+  local refusal
+  floor, refusal = t_gate(KEYS[3], ARGV[5], '')
+  if not floor then return refusal end
 end
+local upto = c_now() + tonumber(ARGV[3]) * 1000
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if not fence then
+  -- The counter was lost while the lock stood: count it again from the
+  -- node's clock (c_count), above every token it counted.
+  fence = c_count(KEYS[2], false, floor, upto)
+else
+  c_store(KEYS[2], fence, upto)
+end
 return {1, fence}

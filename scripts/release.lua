@@ -7,13 +7,15 @@
 -- node's marker key (trust.lua)
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
 -- release id waiters count it by), or "" for none; ARGV[4] the rejoin
--- delay in milliseconds for a hand-over (negative: the rule does not
--- apply; "" or absent: no hand-over), ARGV[5] the seed step of a new fence
--- counter (queue.lua, q_give); ARGV[6] the caller's own place in the
--- wait queue ("" or absent: none), removed, and whose token's lock (one
--- handed over to the place) is released as the caller's own; ARGV[7] and
--- ARGV[8] the servers' run_ids and flags for a hand-over (t_trust,
--- trust.lua: a node that may have lost data hands nothing over).
+-- delay in milliseconds for a hand-over (negative: 0, trust.lua; "" or
+-- absent: no hand-over; a node that may not grant, or a replica, hands
+-- nothing over), ARGV[5] unused (was the seed step); ARGV[6] the caller's
+-- own place in the wait queue ("" or absent: none), removed, and whose
+-- token's lock (one handed over to the place) is released as the caller's
+-- own.
+-- A lock it deletes ends its lease (counter.lua, c_end): the counter goes
+-- back to "V" for c_life, or a reader of a read-write lock leaves its
+-- readers index.
 -- When the lock has a live queue, the announcement names its head after a
 -- space: only that waiter need try. When the head left what the lock is
 -- set to, the lock is handed over to it instead of deleted (q_give), and
@@ -46,6 +48,7 @@ if not mine then
 end
 if ARGV[3] == '' or not KEYS[3] then
   redis.call('DEL', KEYS[1])
+  c_end(KEYS[1], KEYS[2])
   unplace()
   if ARGV[3] == '' then return 1 end
   return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
@@ -53,8 +56,11 @@ end
 -- The caller's own place may still stand here (a late call of one of its
 -- attempts queued it again): it is passed over, never handed the lock.
 -- Without a head, q_give scanned the whole queue and removed it already.
-local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[7], ARGV[8], ARGV[5], ARGV[6])
-if not counter then redis.call('DEL', KEYS[1]) end
+local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[6])
+if not counter then
+  redis.call('DEL', KEYS[1])
+  c_end(KEYS[1], KEYS[2])
+end
 if head then unplace() end
 local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
 if counter then return {heard, head, counter} end

@@ -1,11 +1,15 @@
 -- model: renew
--- renew: extend the caller's own lock, and the life of the fence counter
--- that counted it (counter.lua: a counter lives on while a lock it counted
--- stands). Never re-creates an expired lock and never touches a lock held
--- by another token, nor a fence key that holds someone else's data.
+-- renew: extend the caller's own lock, and the record of its lease's end
+-- (counter.lua, C3). Never re-creates an expired lock and never touches a
+-- lock held by another token, nor a key that holds someone else's data.
 -- KEYS[1] lock key, KEYS[2] (optional) fence key
--- ARGV[1] token, ARGV[2] lease TTL in milliseconds, ARGV[3] (optional) the
--- seed step in microseconds, which sets the counter's life (c_life)
+-- ARGV[1] token, ARGV[2] lease TTL in milliseconds, ARGV[3] unused (was
+-- the seed step)
+-- The lease's end (the node's clock plus the TTL) goes to the counter as
+-- "V U", without a TTL (a counter lost while the lock stood is counted
+-- again from the clock); for a reader of a read-write lock (KEYS[1]
+-- "W:reader:<token>", KEYS[2] "W:fence") it goes to the reader's score in
+-- the readers index W:readers instead (rw.lua), in milliseconds.
 -- Returns 1 when extended, 0 when the caller does not hold the lock here.
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
@@ -13,8 +17,18 @@ if not l_holds(v, ARGV[1]) then
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] and ARGV[3] then
-  local fence = c_read(KEYS[2])
-  if fence then redis.call('PEXPIRE', KEYS[2], c_life(tonumber(ARGV[3]) or 1)) end
+if KEYS[2] then
+  local upto = c_now() + tonumber(ARGV[2]) * 1000
+  local kr, tok = c_reader(KEYS[1], KEYS[2])
+  if kr then
+    redis.pcall('ZADD', kr, 'XX', math.ceil(upto / 1000), tok)
+  else
+    local fence, bad, u = c_read(KEYS[2])
+    if not bad and not fence then
+      c_count(KEYS[2], false, '', upto)
+    elseif not bad then
+      c_store(KEYS[2], fence, math.max(u or 0, upto))
+    end
+  end
 end
 return 1

@@ -4,10 +4,15 @@
 // lock script takes its keys in one order, as many as it needs: KEYS[1] =
 // the lock key (P{R}), KEYS[2] = the fence key (P{R}:fence), KEYS[3] and
 // KEYS[4] = the wait queue's tickets and expiry times (P{R}:queue,
-// P{R}:queue:exp), KEYS[5] = the node's marker key (P~trust, or for a
-// Redis Cluster node P{T}~trust with a tag T of R's slot: trust.lua); all
-// fall in one Redis Cluster slot. A lock key holds "<token> <owner>"; the scripts compare
-// the token, never the owner. A Script is a plain value, built once when the
+// P{R}:queue:exp), KEYS[5] = the node's marker key (P~trust:db<N> for db
+// N, or for a Redis Cluster node P{T}~trust:db0 with a tag T of R's slot:
+// trust.lua); all fall in one Redis Cluster slot. A lock key holds
+// "<token> <owner>"; the scripts compare the token, never the owner. A
+// fence key holds "V U" while a lease it counted is live (U its end on
+// the node's clock, no TTL) and "V" for 20 s after (counter.lua).
+// Every script that can answer "granted" reads INFO replication and the
+// marker (trust.lua): a replica answers an error starting "REPLICA", a
+// node that may have lost data refuses {3, ms, why}. A Script is a plain value, built once when the
 // package loads: its source and the SHA1 digest that names it to EVALSHA.
 // A transport (redlock.RedisNode) runs it with EVALSHA and falls back to
 // EVAL when the server's script cache does not have it (after a restart or
@@ -103,28 +108,31 @@ var (
 	// Acquire sets the lock if it is free (and the caller is the head of
 	// its wait queue, if it has one) and increments the fence counter:
 	// KEYS = lock, fence, queue, queue expiries, marker; ARGV = token,
-	// owner, ttl ms, floor, seed step, waiter id, ticket, ticket ttl ms,
-	// rejoin delay ms, the servers' run_ids, flags (trust.lua).
+	// owner, ttl ms, floor, unused, waiter id, ticket, ticket ttl ms,
+	// rejoin delay ms (trust.lua).
 	// Replies {1, counter} when granted, the counter as a decimal string
-	// (exact beyond 2^53, unlike a Lua number), {0, pttl} when held by
-	// another, {0, pttl, ticket, head's ms left} when the lock has a queue,
-	// {3, ms, why} when the node may have lost data and sits out for ms,
-	// and a FENCEEXHAUSTED error, with nothing written, when the counter is
-	// at 2^63-1.
+	// (exact beyond 2^53, unlike a Lua number), {1, counter, pttl} when
+	// the token already held it, {2, counter, pttl} when the caller's
+	// place did (a hand-over), {0, pttl} when held by another, {0, pttl,
+	// ticket, head's ms left} when the lock has a queue, {3, ms, why} when
+	// the node may have lost data (or the lock key was lost) and sits out
+	// for ms, a REPLICA error on a replica, and a FENCEEXHAUSTED error,
+	// with nothing written, when the counter is at 2^63-1.
 	Acquire = newScript("acquire", lockSrc, counterSrc, trustSrc, queueSrc, acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
-	// KEYS = lock, fence; ARGV = token, counter, seed step. Replies 1 when the caller holds the lock, else 0.
+	// KEYS = lock, fence; ARGV = token, counter, unused. Replies 1 when
+	// the caller holds the lock, else 0.
 	Fence = newScript("fence", lockSrc, counterSrc, fenceSrc)
-	// Renew extends the caller's own lock and its fence counter's life:
-	// KEYS = lock, fence; ARGV = token, ttl ms, seed step µs (the counter's
-	// life: c_life).
+	// Renew extends the caller's own lock and the end of its lease that
+	// its fence counter (or a reader's readers index) records: KEYS =
+	// lock, fence; ARGV = token, ttl ms, unused.
 	// Replies 1 when extended, 0 when not held by the token.
 	Renew = newScript("renew", lockSrc, counterSrc, renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
 	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,
-	// announcement, rejoin delay ms for a hand-over ("" for none), seed
-	// step, the caller's own place, the servers' run_ids, flags. Replies 0 when not held, else 1 + the
+	// announcement, rejoin delay ms for a hand-over ("" for none), unused,
+	// the caller's own place. Replies 0 when not held, else 1 + the
 	// subscribers reached, {1 + the subscribers reached, head} when it named
 	// the head of the wait queue, or {…, head, counter} when it handed the
 	// lock over to the head.
@@ -136,12 +144,15 @@ var (
 	// Replies 1 when the waiter was queued or held the lock, else 0.
 	Leave = newScript("leave", lockSrc, counterSrc, trustSrc, queueSrc, leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
-	// = lock, fence; ARGV = holding token, new value, ttl ms. Replies {1,
-	// counter} when done, {0} when the token does not hold the lock.
-	Rehold = newScript("rehold", lockSrc, counterSrc, reholdSrc)
+	// = lock, fence, marker (optional); ARGV = holding token, new value,
+	// ttl ms, unused, rejoin delay ms. Replies {1, counter} when done, {0}
+	// when the token does not hold the lock, {3, ms, why} when the node
+	// may not grant, a REPLICA error on a replica.
+	Rehold = newScript("rehold", lockSrc, counterSrc, trustSrc, reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
-	// and optionally the wait queue (tickets, expiries). Replies {lock key type,
-	// value or nil, pttl, fence counter or nil, live places in the queue}.
+	// and optionally the wait queue (tickets, expiries). Replies {lock key
+	// type, value or nil, pttl, fence counter (V alone) or nil, live places
+	// in the queue}.
 	Inspect = newScript("inspect", counterSrc, trustSrc, queueSrc, inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.
@@ -152,24 +163,24 @@ var (
 var (
 	// AcquireAll takes several locks on one node, all or none: KEYS = four
 	// per lock (lock, fence, queue, queue expiries), then the marker, all
-	// in one Redis Cluster slot; ARGV = owner, ttl ms, floor, seed step,
-	// one token per lock, then the data-loss rule's (delay, servers,
-	// flags). Replies {1, counter, pttl, counter, pttl, ...} (pttl 0 for a
+	// in one Redis Cluster slot; ARGV = owner, ttl ms, floor, unused, one
+	// token per lock, then the rejoin delay ms. Replies {1, counter, pttl,
+	// counter, pttl, ...} (pttl 0 for a
 	// new grant, what the lock had left for a retry), {0, pttl, k} when the
 	// k-th lock is held, {0, 0, k, ms} when a waiter is next for it, {3,
 	// ms, why} when the node sits out after a loss of data.
 	AcquireAll = newScript("acquire_all", lockSrc, counterSrc, trustSrc, queueSrc, acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
-	// ttl ms, floor, seed step, reader key prefix, waiting writer's id,
-	// intent ttl ms, the data-loss rule's (delay, servers, flags). Replies
+	// ttl ms, floor, unused, reader key prefix, waiting writer's id,
+	// intent ttl ms, the rejoin delay ms. Replies
 	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
 	// readers} when readers do, {3, ms, why} when the node sits out.
 	RWWrite = newScript("rw_write", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
-	// token, owner, ttl ms, floor, seed step, reader key prefix, the
-	// data-loss rule's (delay, servers, flags). Replies {1, counter} when
+	// token, owner, ttl ms, floor, unused, reader key prefix, the rejoin
+	// delay ms. Replies {1, counter} when
 	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
 	// writer waits, {3, ms, why} when the node sits out.
 	RWRead = newScript("rw_read", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwReadSrc)

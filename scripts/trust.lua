@@ -1,148 +1,160 @@
 -- model: t_trust
 -- trust: whether this node may grant a lock now (docs/design.md, section
--- 6.2), included by the scripts that grant (acquire, and release when it
--- hands a lock over). A node that may have lost keys it wrote -- a restart
--- without fsync, FLUSHALL or FLUSHDB, eviction, a failover to a replica
--- that missed writes -- grants nothing until every lease it may have
--- forgotten has expired: for the rejoin delay after the loss was noticed.
+-- 6.2), included by every script that can answer "granted" (a new grant,
+-- the retried call's "already held by this token", a hand-over and its
+-- report, rehold, acquire_all, both sides of the read-write lock). A node
+-- that may have lost keys it wrote grants nothing until every lease it may
+-- have forgotten has expired: for the rejoin delay D after the loss was
+-- noticed. Nothing here rests on INFO statistics (which CONFIG RESETSTAT
+-- zeroes) or on configuration read out of band.
 --
--- The marker key (one per server, or per hash slot of a Redis Cluster)
--- holds "<run_id> <evicted> <from> <why>": the server whose data it vouches
--- for (INFO run_id), that server's evicted_keys when the marker was
--- written, the time in microseconds on the node's clock from which the
--- node may grant, and why it had to wait ("-" once it may grant). A
--- missing marker, or one naming another server, means the data may not be
--- the data the locks were granted on: the node judges from INFO (t_judge).
--- The marker never expires: one key per server (per slot of a cluster).
+-- The rules, as the model says them (Safety v4):
+--   T1 identity: the script reads INFO replication. A replica (role:slave)
+--      refuses with an error "REPLICA ...": a replica is never a vote.
+--      master_replid is the data's identity: it changes at every restart
+--      (with or without RDB/AOF), at every promotion (REPLICAOF NO ONE, a
+--      failover); a replica takes its master's.
+--   T2 marker: one marker key per db (and per hash slot on a Cluster); its
+--      NAME carries the db number (SWAPDB moves a db's marker away with its
+--      keys). Its value is "v4 <replid> <from> <seen> <why>": the replid it
+--      vouches for, the node time (µs) from which the node may grant, the
+--      largest node time it has seen (rewritten only when it advanced by
+--      more than t_tick), and why the node had to wait ("-" once it may).
+--      - no marker (first use, FLUSHALL/FLUSHDB, SWAPDB, a restart without
+--        data, a marker deleted by hand): a loss, from = now + D (rounded
+--        up to c_step, counter.lua, when D > 0);
+--      - a marker naming another replid (a restart with or without AOF, a
+--        failover, a failback in place, a full sync): a loss, from =
+--        max(from, now + D): a recorded sit-out is never shortened;
+--      - now < seen - t_tick (the node's clock stepped back): a loss, from
+--        = max(from, seen + D);
+--      - otherwise from is the marker's from.
+--      While now < from the script refuses {3, ms, why}. D is the caller's
+--      rejoin delay; negative (the rule off) counts as 0: the identity,
+--      replica and lost-key checks and the floor still apply, nothing is
+--      waited. There is no durability exemption: every restart sits out D.
+--   T3 floor: the marker's from is the floor of every counter the node
+--      counts (counter.lua, C1 and C2).
+-- A server whose INFO has no replication section (a stand-in such as
+-- miniredis, whose keys expire by its own rules, not by its clock) is not
+-- checked: no marker, no floor, no lost-key check. A server that refuses
+-- INFO (an ACL, a renamed command) grants nothing.
+--
+-- Why codes (the reply's and the marker's): no-marker, identity,
+-- clock-back, key-lost (counter.lua, C5), and a text starting "data state
+-- unknown: " when INFO is refused.
+
+-- t_tick is, in microseconds, how far the marker's seen lags the node's
+-- clock before it is rewritten, and how far the clock may step back
+-- unnoticed.
+local t_tick = 1000000
 
 -- t_field reads field name of INFO text info (nil when absent).
 local function t_field(info, name)
   return string.match(info, '[\r\n]' .. name .. ':([^\r\n]*)')
 end
 
--- t_info reads what the judgement needs in one INFO call, or nil and an
--- error text (an ACL that refuses INFO: the node is then not trusted).
-local function t_info()
-  local info = redis.pcall('INFO', 'server', 'stats', 'replication', 'commandstats')
-  if type(info) == 'table' then return nil, info.err or 'INFO refused' end
-  return '\n' .. info, nil
-end
-
--- t_continuous reports whether, by what INFO says, the server has held its
--- data without a loss since it started: no key evicted, no FLUSHALL,
--- FLUSHDB or SWAPDB run, not promoted from a replica, and its statistics
--- not reset (which would hide the rest).
-local function t_continuous(info)
-  return t_field(info, 'evicted_keys') == '0' and t_field(info, 'second_repl_offset') == '-1' and
-    not string.find(info, 'cmdstat_flushall:', 1, true) and
-    not string.find(info, 'cmdstat_flushdb:', 1, true) and
-    not string.find(info, 'cmdstat_swapdb:', 1, true) and
-    not string.find(info, 'cmdstat_config|resetstat:', 1, true)
-end
-
--- t_now is the node's clock in microseconds.
-local function t_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- t_judge decides, from INFO, from when a node whose marker is missing or
--- names another server may grant, and writes the marker. A server that
--- held its data since it started may have lost only what it had before
--- its start: it waits the delay from its start (not at all if durable,
--- its data then survived the restart). Any other loss happened at some
--- time up to now: the delay counts from now.
-local function t_judge(km, info, delay, durable, now)
-  local up = tonumber(t_field(info, 'uptime_in_seconds') or '')
-  local from, why = now + delay, 'lost'
-  if up and t_continuous(info) then
-    -- uptime is whole seconds, rounded down: the start it gives is never
-    -- earlier than the real one
-    from, why = now - up * 1000000, 'restarted'
-    if not durable then from = from + delay end
+-- t_identity reads INFO replication: the data's identity (master_replid;
+-- '-' for a stand-in); or nil and the reason the node is not trusted
+-- (INFO refused); or nil, nil and the REPLICA error reply.
+local function t_identity()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) == 'table' then
+    local e = info.err or 'INFO refused'
+    if string.find(e, 'NOPERM', 1, true) or string.find(string.lower(e), 'unknown command', 1, true) then
+      return nil, 'data state unknown: ' .. e, nil
+    end
+    return '-', nil, nil -- a stand-in: no replication section
   end
-  if from <= now then why = '-' end
-  local m = (t_field(info, 'run_id') or '?') .. ' ' .. (t_field(info, 'evicted_keys') or '0') .. ' ' ..
-    string.format('%.0f', from) .. ' ' .. why
-  redis.call('SET', km, m)
-  return m
+  info = '\n' .. info
+  if t_field(info, 'role') == 'slave' then
+    return nil, nil, redis.error_reply('REPLICA redlock: this node is a replica of ' ..
+      (t_field(info, 'master_host') or '?') .. ':' .. (t_field(info, 'master_port') or '?') ..
+      '; a replica is never a vote')
+  end
+  return t_field(info, 'master_replid') or '-', nil, nil
 end
 
--- t_trust applies the rule with marker key km. delay is the rejoin delay
--- in milliseconds ('' or absent: the rule is off, nothing is read);
--- servers the run_ids the caller believes the node's servers have,
--- space-separated ('' when unknown: INFO tells); flags holds 'd' when
--- every server of the node fsyncs every write (appendfsync always) and
--- 'e' when it may evict keys (maxmemory with an evicting policy, or
--- unknown): evictions since the marker was written are then a loss. It
--- returns the floor for the fence counter (a canonical decimal, '' for
--- none: counters below the time the node may grant from are raised to it)
--- when the node may grant, and otherwise nil, the milliseconds left and
--- why; or nil, nil and an error reply.
-local function t_trust(km, delay, servers, flags)
-  delay = tonumber(delay or '')
-  if not delay or delay < 0 then return '' end
+-- t_trust applies the rule with marker key km and delay (the rejoin delay
+-- in milliseconds; '', absent or negative: 0). It returns the floor for
+-- the fence counter (the marker's from, a canonical decimal; '' for a
+-- stand-in, which is not checked) when the node may grant, and otherwise
+-- nil, the milliseconds left and why; or nil, nil and an error reply (a
+-- replica, someone else's data in the marker key).
+local function t_trust(km, delay)
+  local id, unknown, rerr = t_identity()
+  if rerr then return nil, nil, rerr end
+  if not id then return nil, 0, unknown end
+  if id == '-' then return '' end
   if not km then return nil, 0, 'data state unknown: no marker key given' end
-  delay = delay * 1000
-  flags = flags or ''
+  local d = tonumber(delay or '') or 0
+  if d < 0 then d = 0 end
+  d = d * 1000
   local m = redis.pcall('GET', km)
   if type(m) == 'table' then
     if not string.find(m.err or '', 'WRONGTYPE', 1, true) then return nil, nil, redis.error_reply(m.err) end
     m = '?'
   end
-  local run, ev, from, why
+  local now = c_now()
+  local rid, from, seen, why
+  local write = false
   if m then
-    run, ev, from, why = string.match(m, '^(%S+) (%d+) (%d+) (%S+)$')
-    if not run then
-      return nil, nil, redis.error_reply('WRONGTYPE redlock marker key ' .. km .. ' holds data that is not a marker')
+    rid, from, seen, why = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+)$')
+    if not rid then
+      -- An older marker, "<run_id> <evicted_keys> <from> <why>", vouches
+      -- for no replid: judged as another identity, its from kept.
+      local _, _, f = string.match(m, '^(%S+) (%d+) (%d+) (%S+)$')
+      if not f then
+        return nil, nil, redis.error_reply('WRONGTYPE redlock marker key ' .. km .. ' holds data that is not a marker')
+      end
+      rid, from, seen, why = '', f, '0', '-'
     end
+    from, seen = tonumber(from), tonumber(seen)
   end
-  local info, now = nil, nil
-  if not m or not string.find(' ' .. (servers or '') .. ' ', ' ' .. run .. ' ', 1, true) then
-    local err
-    info, err = t_info()
-    if not info then return nil, 0, 'data state unknown: ' .. err end
-    if not m or t_field(info, 'run_id') ~= run then
-      now = t_now()
-      m = t_judge(km, info, delay, string.find(flags, 'd', 1, true), now)
-      run, ev, from, why = string.match(m, '^(%S+) (%d+) (%d+) (%S+)$')
-    end
+  -- A loss's from is rounded up to c_step (when there is a delay to wait),
+  -- so that nodes that noticed it in the same second start new counters
+  -- equal.
+  local later = now + d
+  if d > 0 then later = later + (c_step - later % c_step) % c_step end
+  if not m then
+    from, seen, why, write = later, now, 'no-marker', true
+  elseif rid ~= id then
+    from, why, write = math.max(from, later), 'identity', true
   end
-  if string.find(flags, 'e', 1, true) then
-    if not info then
-      local err
-      info, err = t_info()
-      if not info then return nil, 0, 'data state unknown: ' .. err end
-    end
-    local cur = t_field(info, 'evicted_keys') or '0'
-    if cur ~= ev then
-      -- Keys were evicted (or the count reset) since the marker was
-      -- written: ours may be among them.
-      now = now or t_now()
-      from, why, ev = string.format('%.0f', now + delay), 'evicted', cur
-      redis.call('SET', km, run .. ' ' .. ev .. ' ' .. from .. ' ' .. why)
-    end
+  if now < seen - t_tick then
+    -- The clock stepped back: wait until it is past every time the marker
+    -- saw, plus D. seen is kept.
+    from, why, write = math.max(from, seen + d), 'clock-back', true
+  elseif now > seen + t_tick then
+    seen, write = now, true
   end
-  if why ~= '-' then
-    now = now or t_now()
-    local left = tonumber(from) - now
-    if left > 0 then return nil, math.ceil(left / 1000), why end
-    redis.call('SET', km, run .. ' ' .. ev .. ' ' .. from .. ' -')
+  if now >= from and why ~= '-' then why, write = '-', true end
+  if write then
+    redis.call('SET', km, 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
+      string.format('%.0f', seen) .. ' ' .. why)
   end
-  return from
+  if now < from then
+    -- A marker that vouches from a time still ahead: the clock is behind
+    -- it (stepped back by less than t_tick since seen was written).
+    if why == '-' then why = 'clock-back' end
+    return nil, math.ceil((from - now) / 1000), why
+  end
+  return string.format('%.0f', from)
 end
 
 -- t_gate applies t_trust before a grant (the scripts' last check before
 -- their first write): it returns the floor to count the fence counter from
--- (the larger of given, the caller's, and the rule's), or nil and the
+-- (the larger of given, the caller's, and the rule's) and whether the node
+-- is checked (not a stand-in: the lost-key check applies), or nil and the
 -- reply to return: a refusal {3, ms, why} or an error.
-local function t_gate(km, delay, servers, flags, given)
-  local floor, wait, why = t_trust(km, delay, servers, flags)
+local function t_gate(km, delay, given)
+  local floor, wait, why = t_trust(km, delay)
   if not floor then
     if not wait then return nil, why end
     return nil, {3, wait, why}
   end
+  local checked = floor ~= ''
   given = given or ''
-  if floor == '' or (given ~= '' and c_less(floor, given)) then floor = given end
-  return floor, nil
+  if given ~= '' and (floor == '' or c_less(floor, given)) then floor = given end
+  return floor, nil, checked
 end

@@ -190,7 +190,7 @@ func startCluster(t testing.TB, bin string, o redisOptions, shards, replicas int
 	if err := awaitSettled(ctx, "the cluster to form", c.healthCheck(nil)); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return c, c.Vouch(ctx) // operator.go
 }
 
 // startClusterNode starts one cluster node. Its cluster bus gets a port of

@@ -243,7 +243,7 @@ func startServer(t testing.TB, bin string, o redisOptions) (*RedisServer, error)
 		s.mu.Unlock()
 		if err == nil {
 			s.admin = s.Client()
-			return s, nil
+			return s, s.Vouch(context.Background()) // operator.go
 		}
 		if !errors.Is(err, errBind) {
 			return nil, err

@@ -136,6 +136,10 @@ func startSentinel(t testing.TB, bin, name string, o redisOptions) (*SentinelGro
 	if err != nil {
 		return nil, err
 	}
+	// The first replica gave the primary a new replication id: vouch again.
+	if err := primary.Vouch(ctx); err != nil { // operator.go
+		return nil, err
+	}
 
 	// redis-server runs as a sentinel when named redis-sentinel.
 	sbin := filepath.Join(t.TempDir(), "redis-sentinel")
