@@ -194,7 +194,9 @@ func (k keyCmds) key() Key {
 	return Key{Present: true, Val: v, ExpMS: e}
 }
 
-func stateOf(ks []keyCmds) State { return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key()} }
+func stateOf(ks []keyCmds) State {
+	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key()}
+}
 
 func (d *driver) call(c Call) {
 	t := d.t
