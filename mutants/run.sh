@@ -39,9 +39,19 @@ for p in "${list[@]}"; do
 	dir=$work/tree
 	rm -rf "$dir"; mkdir -p "$dir"
 	tar -xf "$work/tree.tar" -C "$dir"
-	if ! patch -p1 -s -F3 -d "$dir" <"$p" >"$dir/.patch.log" 2>&1; then
-		printf '%-28s ERROR     the patch does not apply any more:\n' "$name"
-		sed 's/^/    /' "$dir/.patch.log" | head -5
+	# A patch may hold alternatives, separated by a line "# or:" (the same
+	# mutant of the code before and after a refactoring): the first that
+	# applies is used.
+	rm -rf "$work/alt"; mkdir -p "$work/alt"
+	awk -v d="$work/alt" 'BEGIN {n = 0} /^# or:/ {n++; next} {print > (d "/" n ".patch")}' "$p"
+	applied=
+	for a in $(ls "$work/alt" | sort -n); do
+		if patch -p1 -s -F3 --dry-run -d "$dir" <"$work/alt/$a" >/dev/null 2>&1; then
+			patch -p1 -s -F3 -d "$dir" <"$work/alt/$a" >"$dir/.patch.log" 2>&1 && applied=$a && break
+		fi
+	done
+	if [ -z "$applied" ]; then
+		printf '%-28s ERROR     the patch does not apply any more (no alternative applies)\n' "$name"
 		errors=$((errors + 1)); rm -rf "$dir"; continue
 	fi
 	env=()
