@@ -3,7 +3,7 @@
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak model
+.PHONY: test vet tidy staticcheck unit quick quickstart fmt fuzz chaos soak model mutants
 
 # Two lanes, then the two longest packages. The chaos suite (./chaos) is
 # bound by the wall clock (each scenario runs for a fixed time), so it runs,
@@ -79,6 +79,14 @@ fuzz:
 # Prints states, depth and seconds per run. Needs spin and gcc.
 model:
 	./model/run.sh
+
+# The safety mutants (mutants/README.md): each patch of mutants/ applied to
+# a copy of the tree, its killing tests run there; prints killed/survived
+# and the kill rate. Not part of make test. make mutants MUTANTS="a b" runs
+# only those.
+MUTANTS ?=
+mutants:
+	./mutants/run.sh $(MUTANTS)
 
 # The fault-injection suite alone, with its counts printed. Longer soak:
 # REDLOCK_CHAOS_DURATION=10m make chaos; replay: REDLOCK_CHAOS_SEED=<seed>.

@@ -1,0 +1,425 @@
+package refnode
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/scripts"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+const (
+	kLock   = "ref{r}"
+	kFence  = "ref{r}:fence"
+	kMarker = "ref~trust:0"
+	// slackMS, plus the time between the two TIME reads around the call,
+	// is how far a time-valued field may differ between the real script
+	// and the reference (which does not know the script's exact TIME).
+	slackMS = 5
+)
+
+var tokens = []string{"aa01", "bb02", "cc03"}
+
+// TestDifferentialScriptsMatchTheReference drives the real scripts
+// (acquire, release, renew, fence, rehold) on a real redis-server and the
+// reference steps of this package with the same random operations,
+// interleaved with the operator's (a key deleted as eviction would, a
+// FLUSHALL, SWAPDB 0 1, CONFIG RESETSTAT, a restart without data, which
+// changes the replication id, a restart that keeps its data (an RDB saved
+// just before) under a new replication id, and the node clock moved forward or back
+// under libfaketime). At every script call it reads, in one MULTI, the
+// keys before the call, the call's reply and the keys after it, and
+// requires the reply and the keys to be those of the reference from the
+// same keys at the script's clock. Seeds: REDLOCK_REFNODE_SEED (default:
+// three fixed seeds), REDLOCK_REFNODE_STEPS steps each (default 400).
+func TestDifferentialScriptsMatchTheReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server (not under -short)")
+	}
+	clock := testutil.NewFakeClock(t)
+	srv := testutil.StartRedisServer(t, clock.Option())
+	seeds := []uint64{1, 2, 3}
+	if s := os.Getenv("REDLOCK_REFNODE_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+		seeds = []uint64{v}
+	}
+	steps := 400
+	if s := os.Getenv("REDLOCK_REFNODE_STEPS"); s != "" {
+		v, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		steps = v
+	}
+	all := map[string]int{}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			d := &driver{t: t, srv: srv, clock: clock, rng: rand.New(rand.NewPCG(seed, seed*7919)), ctx: testutil.Context(t)}
+			d.c = srv.Client()
+			require.NoError(t, d.c.FlushAll(d.ctx).Err())
+			d.run(steps)
+			t.Logf("seed %d: %d script calls compared (%v), %d operator actions (%v); outcomes %v", seed, d.calls, d.byOp, d.acts, d.byAct, d.outcomes)
+			for o, n := range d.outcomes {
+				all[o] += n
+			}
+		})
+	}
+	if len(seeds) > 1 && !t.Failed() {
+		// the default seeds cover every path of the steps
+		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0"} {
+			require.Positive(t, all[o], "no call had the outcome %q: the sequences do not cover it", o)
+		}
+	}
+}
+
+type driver struct {
+	t     *testing.T
+	srv   *testutil.RedisServer
+	clock *testutil.FakeClock
+	c     *redis.Client
+	rng   *rand.Rand
+	ctx   context.Context
+	calls int
+	acts  int
+	byOp  map[string]int
+	byAct map[string]int
+	// outcomes counts the calls by what they answered (granted, held,
+	// sits out and why...), so that the log shows which paths ran
+	outcomes map[string]int
+	trace    []string
+}
+
+func (d *driver) pick(xs ...int64) int64 { return xs[d.rng.IntN(len(xs))] }
+
+func (d *driver) run(steps int) {
+	d.byOp, d.byAct, d.outcomes = map[string]int{}, map[string]int{}, map[string]int{}
+	for i := 0; i < steps; i++ {
+		switch r := d.rng.IntN(100); {
+		case r < 30:
+			d.call(Call{Op: "acquire", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000), DelayMS: d.pick(0, 1000, 3000)})
+		case r < 45:
+			d.call(Call{Op: "release", Token: tokens[d.rng.IntN(3)]})
+		case r < 55:
+			d.call(Call{Op: "renew", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000)})
+		case r < 63:
+			d.call(Call{Op: "fence", Token: tokens[d.rng.IntN(3)]}) // F chosen from the counter in call
+		case r < 68:
+			d.call(Call{Op: "rehold", Token: tokens[d.rng.IntN(3)], NewTok: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000), DelayMS: d.pick(0, 1000)})
+		default:
+			d.operator()
+		}
+	}
+}
+
+// operator performs one of the operator's actions (no reply compared:
+// the next call reads the state it left).
+func (d *driver) operator() {
+	t := d.t
+	var what string
+	switch r := d.rng.IntN(100); {
+	case r < 12:
+		what = "evict the lock key"
+		require.NoError(t, d.c.Del(d.ctx, kLock).Err())
+	case r < 20:
+		what = "evict the counter"
+		require.NoError(t, d.c.Del(d.ctx, kFence).Err())
+	case r < 25:
+		what = "flushall"
+		require.NoError(t, d.c.FlushAll(d.ctx).Err())
+	case r < 33:
+		what = "swapdb 0 1"
+		require.NoError(t, d.c.Do(d.ctx, "SWAPDB", 0, 1).Err())
+	case r < 38:
+		what = "config resetstat"
+		require.NoError(t, d.c.ConfigResetStat(d.ctx).Err())
+	case r < 40:
+		what = "restart without data"
+		require.NoError(t, d.srv.RestartEmpty())
+		d.c = d.srv.Client()
+	case r < 43:
+		// a durable restart: the data comes back (the RDB just saved),
+		// under a new replication id
+		what = "restart with its data"
+		require.NoError(t, d.c.Save(d.ctx).Err())
+		require.NoError(t, d.srv.Restart())
+		d.c = d.srv.Client()
+	case r < 85:
+		step := time.Duration(d.pick(300, 1500, 4000, 21000)) * time.Millisecond
+		what = "clock +" + step.String()
+		require.NoError(t, d.clock.Set(d.clock.Offset()+step))
+	default:
+		step := time.Duration(d.pick(500, 1500, 3000)) * time.Millisecond
+		what = "clock -" + step.String()
+		require.NoError(t, d.clock.Set(d.clock.Offset()-step))
+	}
+	d.acts++
+	d.byAct[strings.Fields(what)[0]]++
+	d.note(what)
+}
+
+func (d *driver) note(s string) {
+	d.trace = append(d.trace, s)
+	if len(d.trace) > 25 {
+		d.trace = d.trace[1:]
+	}
+}
+
+// keyCmds reads one key's value and absolute expiry inside a MULTI.
+type keyCmds struct {
+	get *redis.StringCmd
+	exp *redis.Cmd
+}
+
+func readKey(p redis.Pipeliner, ctx context.Context, k string) keyCmds {
+	return keyCmds{get: p.Get(ctx, k), exp: p.Do(ctx, "PEXPIRETIME", k)}
+}
+
+func (k keyCmds) key() Key {
+	v, err := k.get.Result()
+	if err != nil {
+		return Key{}
+	}
+	e, _ := k.exp.Int64()
+	if e < 0 {
+		e = 0
+	}
+	return Key{Present: true, Val: v, ExpMS: e}
+}
+
+func stateOf(ks []keyCmds) State {
+	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key()}
+}
+
+func (d *driver) call(c Call) {
+	t := d.t
+	if c.Op == "fence" {
+		// raise to the counter plus 0, 1 or a second's worth (another
+		// node's larger counter)
+		v, _ := d.c.Get(d.ctx, kFence).Result()
+		if f := strings.Fields(v); len(f) > 0 {
+			v = f[0]
+		} else {
+			v = "1796000000000000"
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		c.F = strconv.FormatInt(n+d.pick(0, 1, 1_000_000), 10)
+	}
+	s, keys, args := script(c)
+	var t0, t1 *redis.TimeCmd
+	var info *redis.StringCmd
+	var pre, post []keyCmds
+	var ev *redis.Cmd
+	_, _ = d.c.TxPipelined(d.ctx, func(p redis.Pipeliner) error {
+		t0 = p.Time(d.ctx)
+		info = p.Info(d.ctx, "replication")
+		for _, k := range []string{kLock, kFence, kMarker} {
+			pre = append(pre, readKey(p, d.ctx, k))
+		}
+		ev = p.Eval(d.ctx, s.Source(), keys, args...)
+		t1 = p.Time(d.ctx)
+		for _, k := range []string{kLock, kFence, kMarker} {
+			post = append(post, readKey(p, d.ctx, k))
+		}
+		return nil
+	})
+	require.NoError(t, t0.Err())
+	id := identOf(info.Val())
+	before := stateOf(pre)
+	realReply := replyOf(ev)
+	realAfter := stateOf(post)
+	d.calls++
+	d.byOp[c.Op]++
+	desc := fmt.Sprintf("%s %s (ttl %d, delay %d, F %s, new %s)", c.Op, c.Token, c.TTLms, c.DelayMS, c.F, c.NewTok)
+	var diffs []string
+	for _, now := range nows(t0.Val().UnixMicro(), t1.Val().UnixMicro(), c, before, realAfter) {
+		r, after := Step(before, c, now, id)
+		diff := compare(r, after, realReply, realAfter, slackMS+(t1.Val().UnixMicro()-t0.Val().UnixMicro())/1000)
+		if diff == "" {
+			d.outcomes[outcome(c, realReply)]++
+			d.note(desc + " -> " + realReply.String())
+			return
+		}
+		diffs = append(diffs, fmt.Sprintf("at now=%d: %s", now, diff))
+	}
+	t.Fatalf("the script and the reference disagree on %s\nkeys before: %+v\nidentity: %+v\nreal reply %s, keys after %+v\n%s\nthe last steps:\n  %s",
+		desc, before, id, realReply, realAfter, strings.Join(diffs, "\n"), strings.Join(d.trace, "\n  "))
+}
+
+// nows are the clock readings the script may have made: the two TIME
+// reads around it and, when the script wrote a time it read (a counter's
+// lease end U = now + TTL, the marker's seen), that time, if it lies
+// between them.
+func nows(t0, t1 int64, c Call, before, after State) []int64 {
+	out := []int64{t0, t1}
+	in := func(x int64) {
+		if x >= t0 && x <= t1 {
+			out = append(out, x)
+		}
+	}
+	if f := strings.Fields(after.Fence.Val); len(f) == 2 && after.Fence.Val != before.Fence.Val && c.TTLms > 0 {
+		u, _ := strconv.ParseInt(f[1], 10, 64)
+		in(u - c.TTLms*1000)
+	}
+	if f := strings.Fields(after.Marker.Val); len(f) == 5 && after.Marker.Val != before.Marker.Val {
+		seen, _ := strconv.ParseInt(f[3], 10, 64)
+		in(seen)
+	}
+	return out
+}
+
+// outcome names what call c answered: granted, held (the retried call),
+// refused (held by another), a refusal {3, ms, why} by its why, or the
+// integer or first element.
+func outcome(c Call, r Reply) string {
+	switch {
+	case r.Err != "":
+		return c.Op + " error"
+	case r.Int != nil:
+		return fmt.Sprintf("%s %d", c.Op, *r.Int)
+	case len(r.Array) >= 3 && r.Array[0] == int64(3):
+		return fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
+	case c.Op == "acquire" && r.Array[0] == int64(1) && len(r.Array) == 3:
+		return "acquire held"
+	case c.Op == "acquire" && r.Array[0] == int64(1):
+		return "acquire granted"
+	case c.Op == "acquire":
+		return "acquire refused"
+	}
+	return fmt.Sprintf("%s %v", c.Op, r.Array[0])
+}
+
+// script is the real script of call c, its keys and arguments, as the
+// Locker passes them (scripts/scripts.go).
+func script(c Call) (*scripts.Script, []string, []any) {
+	switch c.Op {
+	case "acquire":
+		return scripts.Acquire, []string{kLock, kFence, kLock + ":queue", kLock + ":queue:exp", kMarker},
+			[]any{c.Token, "owner", c.TTLms, "", "", "", 0, 1000, c.DelayMS}
+	case "release":
+		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", ""}
+	case "renew":
+		return scripts.Renew, []string{kLock, kFence}, []any{c.Token, c.TTLms, ""}
+	case "fence":
+		return scripts.Fence, []string{kLock, kFence}, []any{c.Token, c.F, ""}
+	case "rehold":
+		return scripts.Rehold, []string{kLock, kFence, kMarker}, []any{c.Token, c.NewTok + " owner", c.TTLms, "", c.DelayMS}
+	}
+	panic(c.Op)
+}
+
+func identOf(info string) Ident {
+	var id Ident
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "role:slave":
+			id.Replica = true
+		case strings.HasPrefix(line, "master_replid:"):
+			id.ReplID = strings.TrimPrefix(line, "master_replid:")
+		}
+	}
+	return id
+}
+
+func replyOf(c *redis.Cmd) Reply {
+	v, err := c.Result()
+	if err != nil {
+		return Reply{Err: err.Error()}
+	}
+	switch x := v.(type) {
+	case int64:
+		return intReply(x)
+	case []any:
+		return Reply{Array: x}
+	}
+	return Reply{Err: fmt.Sprintf("unexpected reply %T %v", v, v)}
+}
+
+// compare returns "" when the real reply and keys are the reference's, up
+// to tolMS on time-valued fields (pttls and ms in replies, expiries, the
+// times a counter and the marker record), or what differs.
+func compare(r Reply, after State, rr Reply, ra State, tolMS int64) string {
+	if d := compareReply(r, rr, tolMS); d != "" {
+		return "reply: " + d
+	}
+	for _, k := range []struct {
+		name     string
+		ref, got Key
+		times    map[int]bool // fields of the value that are times (µs)
+	}{
+		{"lock", after.Lock, ra.Lock, nil},
+		{"counter", after.Fence, ra.Fence, map[int]bool{1: true}},
+		{"marker", after.Marker, ra.Marker, map[int]bool{2: true, 3: true}},
+	} {
+		if k.ref.Present != k.got.Present {
+			return fmt.Sprintf("%s: reference present=%v, real present=%v (%q)", k.name, k.ref.Present, k.got.Present, k.got.Val)
+		}
+		if !k.ref.Present {
+			continue
+		}
+		if (k.ref.ExpMS == 0) != (k.got.ExpMS == 0) || abs(k.ref.ExpMS-k.got.ExpMS) > tolMS {
+			return fmt.Sprintf("%s: reference expires at %d, real at %d", k.name, k.ref.ExpMS, k.got.ExpMS)
+		}
+		rf, gf := strings.Fields(k.ref.Val), strings.Fields(k.got.Val)
+		if len(rf) != len(gf) {
+			return fmt.Sprintf("%s: reference %q, real %q", k.name, k.ref.Val, k.got.Val)
+		}
+		for i := range rf {
+			if k.times[i] {
+				a, _ := strconv.ParseInt(rf[i], 10, 64)
+				b, _ := strconv.ParseInt(gf[i], 10, 64)
+				if abs(a-b) <= tolMS*1000 {
+					continue
+				}
+			}
+			if rf[i] != gf[i] {
+				return fmt.Sprintf("%s: reference %q, real %q", k.name, k.ref.Val, k.got.Val)
+			}
+		}
+	}
+	return ""
+}
+
+func compareReply(r, rr Reply, tolMS int64) string {
+	switch {
+	case r.Err != "" || rr.Err != "":
+		if r.Err == "" || rr.Err == "" || strings.Fields(r.Err)[0] != strings.Fields(rr.Err)[0] {
+			return fmt.Sprintf("reference %s, real %s", r, rr)
+		}
+		return ""
+	case r.Int != nil || rr.Int != nil:
+		if r.Int == nil || rr.Int == nil || *r.Int != *rr.Int {
+			return fmt.Sprintf("reference %s, real %s", r, rr)
+		}
+		return ""
+	}
+	if len(r.Array) != len(rr.Array) {
+		return fmt.Sprintf("reference %s, real %s", r, rr)
+	}
+	for i := range r.Array {
+		a, aok := r.Array[i].(int64)
+		b, bok := rr.Array[i].(int64)
+		switch {
+		case aok && bok && (a == b || i > 0 && abs(a-b) <= tolMS):
+		case !aok && !bok && r.Array[i] == rr.Array[i]:
+		default:
+			return fmt.Sprintf("reference %s, real %s", r, rr)
+		}
+	}
+	return ""
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
