@@ -41,6 +41,8 @@ type App struct {
 	// front of observer: it warns about rejoining and misconfigured nodes
 	// and keeps the last failed attempt.
 	watch *watcher
+	// verifyLockers, when set (tests only), makes verify's Lockers.
+	verifyLockers verifyLockersFunc
 }
 
 // rootLong is the help text of redlock-cli itself.
@@ -91,7 +93,7 @@ func (a *App) newRoot() *cobra.Command {
 		return usageErrorf("%s", err.Error())
 	})
 	root.AddCommand(a.acquireCmd(), a.renewCmd(), a.releaseCmd(), a.statusCmd(),
-		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd())
+		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd(), a.verifyCmd())
 	return root
 }
 

@@ -41,6 +41,9 @@ const (
 	// leave no majority that can grant it. Unlike exitBusy, nobody holds
 	// it; unlike exitCannotGrant, it passes by itself within the delay.
 	exitRejoining = 9
+	// exitViolation: verify found a violation of the lock's guarantees or
+	// of linearizability.
+	exitViolation = 10
 	// exitCannotExec and exitNotFound follow the shell's convention for a
 	// COMMAND that cannot be run (run only).
 	exitCannotExec = 126
@@ -68,6 +71,8 @@ const exitCodeHelp = `Exit codes:
   9      unavailable: too many nodes for a majority are rejoining after a
          restart without appendfsync always or a loss of data (FLUSHALL,
          eviction, a failover), for up to the rejoin delay
+  10     verify: the history broke mutual exclusion, lease validity, fencing
+         order or linearizability
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N
@@ -121,6 +126,10 @@ const (
 	kindLeaseLost       = "lease_lost"
 	kindInterrupt       = "interrupted"
 	kindExec            = "cannot_exec"
+	// kindViolation: verify found a violation (exit 10).
+	kindViolation = "violation"
+	// kindPrefixInUse: verify found keys under its prefix (exit 2).
+	kindPrefixInUse = "prefix_in_use"
 )
 
 // usageErrorf returns a usage error (exit 2).

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// verifyArgs are the flags that keep a verify run short: a 1 s lease (so
+// the first grant waits at most the 1 s rejoin delay of a new prefix).
+var verifyArgs = []string{"verify", "--ttl", "1s", "--duration", "2500ms", "--clients", "4", "--resources", "2", "--rate", "200", "--json"}
+
+// requireNoKeys checks that no key under prefix is left on any server.
+func requireNoKeys(t *testing.T, c *testutil.RedisCluster, prefix string) {
+	t.Helper()
+	for _, s := range c.Servers() {
+		keys, err := s.Client().Keys(context.Background(), prefix+"*").Result()
+		require.NoError(t, err)
+		require.Empty(t, keys, "keys left on %s", s.Addr())
+	}
+}
+
+// TestE2EVerifyHealthy: on a healthy 3-node setup verify finds no
+// violation, the history is linearizable, the report counts what ran, the
+// HTML file is written, and no key under the prefix is left.
+func TestE2EVerifyHealthy(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	html := filepath.Join(t.TempDir(), "history.html")
+	for _, extra := range [][]string{
+		{"--html", html},
+		{"--register", "memory", "--faults", "kill-conns", "--hold", "5ms"},
+		{"--procs", "2", "--faults", "pause"},
+	} {
+		t.Run(strings.Join(extra, " "), func(t *testing.T) {
+			r := cli(t, nodesEnv(c.URLs()), append(append([]string(nil), verifyArgs...), extra...)...)
+			requireCode(t, r, exitOK, "")
+			t.Log(r.stdout)
+			res := decode(t, r)
+			require.Equal(t, 0.0, res["violation_count"], "%v", res)
+			require.Equal(t, "yes", res["linearizable"])
+			require.Greater(t, res["acquisitions"].(float64), 1.0)
+			require.Greater(t, res["writes_accepted"].(float64), 1.0)
+			require.Greater(t, res["operations"].(float64), res["acquisitions"].(float64))
+			require.GreaterOrEqual(t, res["holders"].(float64), 2.0)
+			require.Greater(t, res["keys_removed"].(float64), 0.0)
+			require.Equal(t, defaultVerifyPrefix, res["prefix"])
+			if res["faults"] != faultsNone {
+				require.GreaterOrEqual(t, res["faults_injected"].(float64), 1.0)
+			}
+			requireNoKeys(t, c, defaultVerifyPrefix)
+		})
+	}
+	b, err := os.ReadFile(html)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "<html")
+	require.Contains(t, string(b), "holders of verify:")
+}
+
+// TestE2EVerifyPrefixInUse: verify refuses to start when keys under its
+// prefix exist, touching nothing; with --force it runs and deletes them.
+func TestE2EVerifyPrefixInUse(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	ctx := context.Background()
+	other := c.Servers()[1].Client()
+	require.NoError(t, other.Set(ctx, "app:verify-check:left", "x", 0).Err())
+	require.NoError(t, other.Set(ctx, "app:data", "keep", 0).Err())
+
+	args := append(append([]string(nil), verifyArgs...), "--prefix", "app:verify-check:")
+	r := cli(t, nodesEnv(c.URLs()), args...)
+	requireCode(t, r, exitUsage, "already exist")
+	require.Equal(t, "prefix_in_use", decode(t, r)["error"])
+	require.Equal(t, "x", other.Get(ctx, "app:verify-check:left").Val())
+
+	r = cli(t, nodesEnv(c.URLs()), append(args, "--force")...)
+	requireCode(t, r, exitOK, "")
+	require.Equal(t, 0.0, decode(t, r)["violation_count"])
+	requireNoKeys(t, c, "app:verify-check:")
+	require.Equal(t, "keep", other.Get(ctx, "app:data").Val(), "a key outside the prefix was touched")
+}
+
+// TestE2EVerifyFindsBrokenDeployment: a deployment whose quorum is
+// weakened (half the clients lock on one node alone, the other half on
+// another: each Locker counts 1 node as a majority) lets two clients hold
+// a lock at once; verify must say so and exit 10, and still clean up.
+func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	var stdout, stderr bytes.Buffer
+	a := &App{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	a.verifyLockers = func(nodes redlock.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error) {
+		var out []*redlock.Locker
+		for i := range 2 {
+			l, err := redlock.New([]redlock.Node{nodes[i]}, cfg)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+		}
+		return out, nil
+	}
+	args := []string{"--nodes", strings.Join(c.URLs(), ","), "verify", "--ttl", "1s", "--duration", "2s",
+		"--clients", "4", "--resources", "1", "--rate", "0", "--hold", "10ms", "--json"}
+	code := a.Execute(context.Background(), args)
+	require.Equal(t, exitViolation, code, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
+	var res map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+	require.Greater(t, res["violation_count"].(float64), 0.0)
+	vi := res["violations"].(map[string]any)
+	require.Greater(t, vi["mutual_exclusion"].(float64)+vi["validity_overlap"].(float64), 0.0, "%v", vi)
+	require.NotEmpty(t, res["examples"])
+	require.Contains(t, stderr.String(), "verify found")
+	requireNoKeys(t, c, defaultVerifyPrefix)
+}
