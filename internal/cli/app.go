@@ -103,7 +103,7 @@ func (a *App) newRoot() *cobra.Command {
 func (a *App) Execute(ctx context.Context, args []string) int {
 	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
 	root := a.newRoot()
-	root.SetArgs(args)
+	root.SetArgs(flockArgs(root, args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
