@@ -67,7 +67,8 @@ const exitCodeHelp = `Exit codes:
          commands, on too many nodes for a majority
   8      the nodes cannot grant the lock: too many for a majority are out of
          memory or read-only replicas, have the fence counter at its maximum,
-         or have EVALSHA or EVAL renamed or disabled
+         or have EVALSHA or EVAL renamed or disabled, or fail for such
+         reasons and wrong credentials mixed
   9      unavailable: too many nodes for a majority are rejoining after a
          restart without appendfsync always or a loss of data (FLUSHALL,
          eviction, a failover), for up to the rejoin delay
@@ -120,6 +121,10 @@ const (
 	// kindScriptsDisabled: EVALSHA or EVAL renamed or disabled on too
 	// many nodes (exit 8).
 	kindScriptsDisabled = "scripts_disabled"
+	// kindMisconfigured: too many nodes for a majority fail for reasons
+	// that will not pass by themselves, of more than one kind (a wrong
+	// password on one, a replica on another): exit 8.
+	kindMisconfigured = "misconfigured"
 	kindBusy            = "busy"
 	kindTimeout         = "wait_timeout"
 	kindNotHeld         = "not_held"
