@@ -171,17 +171,21 @@ func (g *globals) nodeURLs(getenv func(string) string) ([]string, error) {
 	return urls, nil
 }
 
-// secrets returns the passwords in the node URLs of --nodes, or else of
-// the environment (getenv), whether or not they are well-formed: every
-// message the command prints is cleaned of them (redact.String).
-func (g *globals) secrets(getenv func(string) string) []string {
+// rawURLs returns the node URLs of --nodes, or else of the environment
+// (getenv), as given, split at commas and trimmed, whether or not they are
+// well-formed: App.redact masks each where a message quotes it.
+func (g *globals) rawURLs(getenv func(string) string) []string {
 	raw := g.nodes
 	if len(raw) == 0 && getenv != nil {
 		raw = []string{getenv(envNodes)}
 	}
 	var out []string
 	for _, r := range raw {
-		out = append(out, redact.Secrets(strings.Split(r, ",")...)...)
+		for _, u := range strings.Split(r, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				out = append(out, u)
+			}
+		}
 	}
 	return out
 }

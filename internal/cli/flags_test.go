@@ -215,18 +215,35 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
-// TestSecretsOfFlags: the passwords of --nodes, or else of REDLOCK_NODES,
-// whether or not the URLs are well-formed.
-func TestSecretsOfFlags(t *testing.T) {
+// TestRawURLsOfFlags: the node URLs of --nodes, or else of
+// REDLOCK_NODES, as given, whether or not they are well-formed.
+func TestRawURLsOfFlags(t *testing.T) {
 	env := func(k string) string {
 		if k == envNodes {
-			return "redis://:envpw@h:1,redis//:envpw2@h:2"
+			return "redis://:envpw@h:1, redis//:envpw2@h:2,"
 		}
 		return ""
 	}
-	require.Equal(t, []string{"envpw", "envpw2"}, (&globals{}).secrets(env))
+	require.Equal(t, []string{"redis://:envpw@h:1", "redis//:envpw2@h:2"}, (&globals{}).rawURLs(env))
 	g := globals{nodes: []string{"redis://u:flagpw@h:1", "127.0.0.1:7301"}}
-	require.Equal(t, []string{"flagpw"}, g.secrets(env))
+	require.Equal(t, []string{"redis://u:flagpw@h:1", "127.0.0.1:7301"}, g.rawURLs(env))
+}
+
+// TestRedactMasksURLsOnly: a message is cleaned of the node URLs'
+// passwords where it quotes a URL, and only there: a short password ("or")
+// does not garble the words that contain it.
+func TestRedactMasksURLsOnly(t *testing.T) {
+	a := &App{g: globals{nodes: []string{"redis://:or@127.0.0.1:7301,user:or@127.0.0.1:7302"}}}
+	tests := []struct{ in, want string }{
+		{"cannot reach a majority of the nodes: 1 of 3 answered, the password or user", "cannot reach a majority of the nodes: 1 of 3 answered, the password or user"},
+		{`malformed node URL redis://:or@127.0.0.1:7301: bad`, `malformed node URL redis://:xxxxx@127.0.0.1:7301: bad`},
+		{`parse "user:or@127.0.0.1:7302": first path segment`, `parse "user:xxxxx@127.0.0.1:7302": first path segment`},
+		{"dial redis://u:other@h:1?password=or failed", "dial redis://u:xxxxx@h:1?password=xxxxx failed"},
+		{"token 0123456789abcdef0123456789abcdef", "token 01234567..."},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, a.redact(tt.in))
+	}
 }
 
 // TestGlobalsDefaults: the call timeout in effect, from --ttl and
