@@ -125,12 +125,12 @@ const (
 	// that will not pass by themselves, of more than one kind (a wrong
 	// password on one, a replica on another): exit 8.
 	kindMisconfigured = "misconfigured"
-	kindBusy            = "busy"
-	kindTimeout         = "wait_timeout"
-	kindNotHeld         = "not_held"
-	kindLeaseLost       = "lease_lost"
-	kindInterrupt       = "interrupted"
-	kindExec            = "cannot_exec"
+	kindBusy          = "busy"
+	kindTimeout       = "wait_timeout"
+	kindNotHeld       = "not_held"
+	kindLeaseLost     = "lease_lost"
+	kindInterrupt     = "interrupted"
+	kindExec          = "cannot_exec"
 	// kindViolation: verify found a violation (exit 10).
 	kindViolation = "violation"
 	// kindPrefixInUse: verify found keys under its prefix (exit 2).
