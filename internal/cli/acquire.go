@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -152,7 +155,7 @@ func (a *App) lockAll(ctx context.Context, s *session, resources []string, w wai
 	if w.total <= 0 {
 		leases, err := s.locker.TryAcquireAll(ctx, resources...)
 		if err != nil {
-			return nil, a.acquireFailure(ctx, s, resources[0], err, 0)
+			return nil, a.busyOfAll(ctx, s, resources, a.acquireFailure(ctx, s, resources[0], err, 0))
 		}
 		return leases, nil
 	}
@@ -162,9 +165,128 @@ func (a *App) lockAll(ctx context.Context, s *session, resources []string, w wai
 	defer done()
 	leases, err := s.locker.AcquireAll(wctx, resources...)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resources[0], err, w.total)
+		return nil, a.busyOfAll(ctx, s, resources, a.acquireFailure(ctx, s, resources[0], err, w.total))
 	}
 	return leases, nil
+}
+
+// busyOfAll rewrites ce, the failure of taking resources all at once,
+// when they were busy: the message names each resource that is held and
+// its holder (the library's error names the set only). Other failures are
+// returned as they are.
+func (a *App) busyOfAll(ctx context.Context, s *session, resources []string, ce *cliError) *cliError {
+	if ce.code != exitBusy {
+		return ce
+	}
+	type held struct {
+		owner string
+		ttl   time.Duration
+	}
+	found := make([]held, len(resources))
+	var wg sync.WaitGroup
+	for i, r := range resources {
+		wg.Go(func() {
+			found[i].owner, found[i].ttl = a.holder(ctx, s, r)
+		})
+	}
+	wg.Wait()
+	var parts []string
+	var holders []map[string]any
+	for i, r := range resources {
+		h := found[i]
+		if h.owner == "" && h.ttl == 0 {
+			continue
+		}
+		text := fmt.Sprintf("%q", r)
+		obj := map[string]any{"resource": r}
+		if h.owner != "" {
+			text += " held by " + h.owner
+			obj["owner"] = h.owner
+		} else {
+			text += " held"
+		}
+		if h.ttl > 0 {
+			text += " for " + roundDur(h.ttl).String() + " more"
+		}
+		if h.ttl != 0 {
+			obj["ttl_ms"] = ttlMillis(h.ttl)
+		}
+		parts = append(parts, text)
+		holders = append(holders, obj)
+	}
+	if len(parts) == 0 {
+		return ce
+	}
+	lead := fmt.Sprintf("%d of the %d resources are busy", len(parts), len(resources))
+	if len(parts) == 1 {
+		lead = fmt.Sprintf("1 of the %d resources is busy", len(resources))
+	}
+	if ms, ok := ce.extra["waited_ms"].(int64); ok && ce.kind == kindTimeout {
+		lead = fmt.Sprintf("gave up waiting for %s after %s: %s", strings.Join(quoteAll(resources), ", "), roundDur(time.Duration(ms)*time.Millisecond), lead)
+	}
+	ce.msg = clip(lead + ": " + strings.Join(parts, "; ") + " (none was taken: all or none)")
+	if ce.extra == nil {
+		ce.extra = map[string]any{}
+	}
+	delete(ce.extra, "holder_owner")
+	delete(ce.extra, "holder_ttl_ms")
+	ce.extra["busy"] = holders
+	return ce
+}
+
+// quoteAll quotes each of ss.
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// rwHolderText says who holds the read-write lock on resource, or waits
+// for it, as far as a majority of the nodes records it: "held by the
+// writer OWNER for 9.5s more", "read by 2 readers (a, b)", "2 writers
+// wait" (for a reader only: a writer that waited may count itself); ""
+// when it cannot tell within one call timeout.
+func (a *App) rwHolderText(ctx context.Context, s *session, resource string, shared bool) (string, map[string]any) {
+	rw, err := s.locker.NewRWLock(resource)
+	if err != nil {
+		return "", nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
+	defer cancel()
+	st, err := rw.Inspect(ictx)
+	if err != nil {
+		return "", nil
+	}
+	var parts []string
+	extra := map[string]any{}
+	if w := st.Writer; w != nil {
+		text := "held by the writer " + w.Owner
+		if w.TTL > 0 {
+			text += " for " + roundDur(w.TTL).String() + " more"
+		}
+		parts = append(parts, text)
+		extra["holder_owner"] = w.Owner
+		extra["holder_ttl_ms"] = ttlMillis(w.TTL)
+	}
+	if n := len(st.Readers); n > 0 {
+		owners := make([]string, n)
+		for i, r := range st.Readers {
+			owners[i] = r.Owner
+		}
+		parts = append(parts, fmt.Sprintf("read by %s (%s)", plural(n, "reader"), strings.Join(owners, ", ")))
+		extra["readers"] = owners
+	}
+	if shared && st.WritersWaiting > 0 {
+		verb := "waits"
+		if st.WritersWaiting > 1 {
+			verb = "wait"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (new readers queue behind)", plural(st.WritersWaiting, "writer"), verb))
+		extra["writers_waiting"] = st.WritersWaiting
+	}
+	return strings.Join(parts, "; "), extra
 }
 
 // lockRW takes the read-write lock on resource, as a reader (shared) or
@@ -181,7 +303,7 @@ func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bo
 	if w.total <= 0 {
 		lease, err := take(ctx)
 		if err != nil {
-			return nil, a.rwFailure(ctx, s, resource, err, 0)
+			return nil, a.rwFailure(ctx, s, resource, shared, err, 0)
 		}
 		return lease, nil
 	}
@@ -195,7 +317,7 @@ func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bo
 	defer done()
 	lease, err := take(wctx)
 	if err != nil {
-		return nil, a.rwFailure(ctx, s, resource, err, w.total)
+		return nil, a.rwFailure(ctx, s, resource, shared, err, w.total)
 	}
 	return lease, nil
 }
@@ -203,17 +325,27 @@ func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bo
 // rwFailure is acquireFailure for a read-write lock: its holders are not
 // the plain lock's, so a busy lock is reported by the attempt's own words
 // (who holds it: a writer, readers, or a writer waits).
-func (a *App) rwFailure(ctx context.Context, s *session, resource string, err error, waited time.Duration) *cliError {
+func (a *App) rwFailure(ctx context.Context, s *session, resource string, shared bool, err error, waited time.Duration) *cliError {
 	var ae *redlock.AcquireError
 	if errors.Is(err, redlock.ErrNotAcquired) && errors.As(err, &ae) && !rejoiningBlocks(ae) {
 		if ie := interrupted(ctx); ie != nil {
 			return ie
 		}
-		return busyError(ae, "")
+		ce := busyError(ae, "")
+		if who, extra := a.rwHolderText(ctx, s, resource, shared); who != "" {
+			ce.msg = clip(fmt.Sprintf("the read-write lock %q is busy: %s (granted by %d of %d nodes, %d needed)", resource, who, ae.Granted, ae.Total, ae.Needed))
+			maps.Copy(ce.extra, extra)
+		}
+		return ce
 	}
 	if waited > 0 && errors.Is(err, context.DeadlineExceeded) && !rejoiningBlocks(a.watch.lastAttempt()) {
-		return &cliError{code: exitBusy, kind: kindTimeout, msg: fmt.Sprintf("gave up waiting for the read-write lock %q after %s: still busy", resource, waited), err: err,
+		ce := &cliError{code: exitBusy, kind: kindTimeout, msg: fmt.Sprintf("gave up waiting for the read-write lock %q after %s: still busy", resource, waited), err: err,
 			extra: map[string]any{"waited_ms": waited.Milliseconds()}}
+		if who, extra := a.rwHolderText(ctx, s, resource, shared); who != "" {
+			ce.msg = clip(ce.msg + ": " + who)
+			maps.Copy(ce.extra, extra)
+		}
+		return ce
 	}
 	return a.acquireFailure(ctx, s, resource, err, waited)
 }
