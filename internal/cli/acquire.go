@@ -533,6 +533,9 @@ func rejoiningError(ae *redlock.AcquireError, prefix string) *cliError {
 		addrs[i], _, _ = strings.Cut(n, " ")
 	}
 	msg := fmt.Sprintf("%s%q is unavailable, not busy: %s", prefix, ae.Resource, rejoiningText(ae, nodes))
+	if prefix == "" {
+		msg += "; nobody holds the lock and this passes by itself: retry after that, or wait for it with --wait DURATION"
+	}
 	return &cliError{code: exitRejoining, kind: kindRejoining, msg: clip(msg), err: ae,
 		extra: map[string]any{"rejoining": addrs, "granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}}
 }

@@ -105,6 +105,16 @@ func TestE2EScriptsDisabled(t *testing.T) {
 	bad := testutil.StartRedisServer(t, renamed)
 	r = cli(t, nodesEnv(append(good.URLs(), bad.URL())), "acquire", "y")
 	requireCode(t, r, exitOK, "warning: node "+bad.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
+
+	// EVAL alone renamed: EVALSHA answers NOSCRIPT, and the EVAL that
+	// follows is refused as an unknown command, whose reply quotes its
+	// arguments (the Lua source). The warning does not.
+	evalOnly := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVAL ""`))
+	r = cli(t, nodesEnv(append(good.URLs(), evalOnly.URL())), "acquire", "z", "--rejoin-delay", "0")
+	requireCode(t, r, exitOK, "warning: node "+evalOnly.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
+	require.Contains(t, r.stderr, "unknown command")
+	require.NotContains(t, r.stderr, "with args beginning with")
+	require.NotContains(t, r.stderr, "--", "no Lua source")
 }
 
 // TestE2EMixedPermanentFailures: a wrong password on one node and a

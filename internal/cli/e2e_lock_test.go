@@ -182,7 +182,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"negative TTL", env, []string{"acquire", "x", "--ttl", "-3s"}, exitUsage, "--ttl must be a positive duration, got -3s"},
 		{"empty resource", env, []string{"acquire", ""}, exitUsage, "empty resource name"},
 		{"malformed token", env, []string{"release", "x", "--token", "nope"}, exitUsage, "--token must be 32 hex digits"},
-		{"wrong token", env, []string{"release", "x", "--token", wrong}, exitNotHeld, `release "x": token held on 0 of 3 nodes, 2 needed`},
+		{"wrong token", env, []string{"release", "x", "--token", wrong}, exitNotHeld, `release "x": token held on 0 of 3 nodes, 2 needed; the lock expired (its --ttl passed without a renewal), was released, or is held by another token: see redlock-cli status x`},
 		{"duplicate node", []string{envNodes + "=" + c.URLs()[0] + "," + c.URLs()[0]}, []string{"status", "x"}, exitUsage, "given twice"},
 		{"bad db", []string{envNodes + "=" + c.URLs()[0] + "/x"}, []string{"status", "x"}, exitUsage, "the path must be a database number"},
 		{"password as db", []string{envNodes + "=" + c.URLs()[0] + "/hunter2"}, []string{"status", "x"}, exitUsage, "/xxxxx: the path must be a database number"},

@@ -171,12 +171,24 @@ func classify(err error) *cliError {
 	default:
 		e.code, e.kind = exitFailure, kindFailure
 	}
+	var qe *redlock.QuorumError
+	if e.code == exitNotHeld && errors.As(err, &qe) {
+		e.msg = clip(e.msg + fmt.Sprintf("; the lock expired (its --ttl passed without a renewal), was released, or is held by another token: see redlock-cli status %s", shellQuote(qe.Resource)))
+	}
 	var ae *redlock.AcquireError
 	if e.code == exitCannotGrant && errors.As(err, &ae) {
 		e.extra = map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
 		e.msg = cannotGrantMessage(ae)
 	}
 	return e
+}
+
+// shellQuote quotes s for a shell command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/#@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // cannotGrantKinds are the sentinels of exit 8, and how a message says
