@@ -17,7 +17,10 @@ import (
 
 // acquireResult is the --json output of acquire.
 type acquireResult struct {
-	Resource  string   `json:"resource"`
+	Resource string `json:"resource"`
+	// Semaphore is the semaphore's resource when Resource is one of its
+	// slots (-n K above 1).
+	Semaphore string   `json:"semaphore,omitempty"`
 	Key       string   `json:"key"`
 	Token     string   `json:"token"`
 	Fence     uint64   `json:"fence"`
@@ -30,23 +33,37 @@ type acquireResult struct {
 // acquireCmd builds acquire.
 func (a *App) acquireCmd() *cobra.Command {
 	var wait time.Duration
+	slots := 1
+	var shared bool
 	cmd := &cobra.Command{
-		Use:   "acquire RESOURCE [--wait DURATION]",
+		Use:   "acquire RESOURCE [-n K] [--wait DURATION]",
 		Short: "Take a lock and print its token; it lives until its TTL",
 		Long: `Take the lock on RESOURCE and print the resource, the token, the fencing
 token, the nodes that granted it and when it expires. One attempt by default;
 with --wait, retry until the lock is free or DURATION has passed, also while
 no majority of the nodes can be reached.
 
+With -n K, take one of the K slots of the semaphore on RESOURCE instead: the
+slot's name (RESOURCE#i) is printed as the resource, and renew and release
+take that name with the token. A shell script can so hold a slot over
+several steps.
+
 No process stays behind to renew the lock: it expires after --ttl unless
 "redlock-cli renew" extends it or "redlock-cli release" deletes it, both with
 the printed token. The token is a secret: whoever has it can release the lock.
+
+--shared is not offered: a reader's lease of the read-write lock cannot be
+renewed or released by its token from another process; hold one over several
+steps with "redlock-cli run --shared RESOURCE -- sh -c 'step1 && step2'".
 
 ` + exitCodeHelp,
 		Args: exactArgs("RESOURCE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
-			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource)); err != nil {
+			if shared {
+				return usageErrorf("acquire --shared is not supported: a reader's lease cannot be renewed or released by its token from another process; hold a shared lock over several steps with: redlock-cli run --shared %s -- sh -c 'step1 && step2' (or a script)", shellQuote(resource))
+			}
+			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource), checkSlots(slots)); err != nil {
 				return err
 			}
 			w := startWait(wait)
@@ -57,14 +74,18 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			if err != nil {
 				return err
 			}
-			lease, err := a.lock(ctx, s, resource, w)
+			lease, err := a.lockSlot(ctx, s, resource, slots, w)
 			if err != nil {
 				return closeFailed(s, err)
 			}
 			// The lock outlives this process: stop renewing it, and keep
 			// Close from releasing it.
 			lease.Orphan()
-			a.printAcquired(s, lease)
+			sem := ""
+			if slots > 1 {
+				sem = resource
+			}
+			a.printAcquired(s, lease, sem, slots)
 			// Closing waits for the attempt's late calls, so that a node
 			// that failed after the majority had answered is named too.
 			s.close()
@@ -73,6 +94,9 @@ the printed token. The token is a secret: whoever has it can release the lock.
 		},
 	}
 	addWaitFlag(cmd.Flags(), &wait)
+	addSlotsFlag(cmd.Flags(), &slots)
+	cmd.Flags().BoolVar(&shared, "shared", false, "not supported (a reader's lease cannot be released by token): use run --shared")
+	_ = cmd.Flags().MarkHidden("shared")
 	return cmd
 }
 
@@ -553,10 +577,12 @@ func (a *App) holder(ctx context.Context, s *session, resource string) (owner st
 	return st.Holder.Owner, st.Holder.TTL
 }
 
-// printAcquired prints the lock acquire took.
-func (a *App) printAcquired(s *session, lease *redlock.Lease) {
+// printAcquired prints the lock acquire took; sem is the semaphore's
+// resource and slots its limit when the lock is one of its slots.
+func (a *App) printAcquired(s *session, lease *redlock.Lease, sem string, slots int) {
 	until := lease.ValidUntil()
 	res := acquireResult{
+		Semaphore: sem,
 		Resource:  lease.Resource(),
 		Key:       s.locker.Key(lease.Resource()),
 		Token:     lease.Token(),
@@ -569,6 +595,9 @@ func (a *App) printAcquired(s *session, lease *redlock.Lease) {
 	a.report(res, func() {
 		tw := a.table()
 		fmt.Fprintf(tw, "resource:\t%s\n", res.Resource)
+		if sem != "" {
+			fmt.Fprintf(tw, "slot of:\t%s (%s; renew and release take %s)\n", sem, plural(slots, "slot"), res.Resource)
+		}
 		fmt.Fprintf(tw, "token:\t%s\n", res.Token)
 		fmt.Fprintf(tw, "fence:\t%d\n", res.Fence)
 		fmt.Fprintf(tw, "owner:\t%s\n", res.Owner)

@@ -218,3 +218,36 @@ func TestE2EPasswordNodes(t *testing.T) {
 	requireCode(t, r, exitAccessDenied, "WRONGPASS")
 	require.NotContains(t, r.stderr, "wrongpw12")
 }
+
+// TestE2EAcquireSlot: acquire -n K takes one slot of the semaphore and
+// prints its name, which renew and release take with the token, so that a
+// shell script can hold a slot over several steps; with every slot taken,
+// exit 4 naming the holders.
+func TestE2EAcquireSlot(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	var slots []string
+	var tokens []string
+	for range 2 {
+		r := cli(t, env, "acquire", "pool", "-n", "2", "--json", "--owner", "script")
+		requireCode(t, r, exitOK, "")
+		res := decode(t, r)
+		require.Equal(t, "pool", res["semaphore"])
+		require.Regexp(t, `^pool#[01]$`, res["resource"])
+		slots = append(slots, res["resource"].(string))
+		tokens = append(tokens, res["token"].(string))
+	}
+	require.NotEqual(t, slots[0], slots[1])
+	r := cli(t, env, "acquire", "pool", "-n", "2")
+	requireCode(t, r, exitBusy, `all 2 slots of "pool" are busy: pool#0 held by script`)
+
+	r = cli(t, env, "renew", slots[0], "--token", tokens[0])
+	requireCode(t, r, exitOK, "")
+	r = cli(t, env, "release", slots[0], "--token", tokens[0])
+	requireCode(t, r, exitOK, "")
+	r = cli(t, env, "acquire", "pool", "-n", "2")
+	requireCode(t, r, exitOK, "")
+	require.Contains(t, r.stdout, "resource:  "+slots[0])
+	require.Contains(t, r.stdout, "slot of:   pool (2 slots; renew and release take "+slots[0]+")")
+}

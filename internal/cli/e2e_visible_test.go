@@ -121,7 +121,7 @@ func TestE2EStatusWithoutAMajority(t *testing.T) {
 	for _, i := range []int{1, 2} {
 		require.Regexp(t, regexp.QuoteMeta(c.Server(i).Addr())+`\s+-.*connection refused`, r.stdout)
 	}
-	require.Contains(t, r.stdout, `"jobs": unknown: only 1 nodes answered, quorum 2 of 3`)
+	require.Contains(t, r.stdout, `"jobs": unknown: only 1 node answered, quorum 2 of 3`)
 	require.NotContains(t, r.stdout, token)
 
 	r = cli(t, env, "status", "jobs", "--timeout", "500ms", "--json")

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -352,6 +354,9 @@ func checkResource(resource string) error {
 	}
 	if len(resource) > redlock.MaxResourceLen {
 		return usageErrorf("resource name is %d bytes, over the limit of %d", len(resource), redlock.MaxResourceLen)
+	}
+	if i := strings.IndexFunc(resource, unicode.IsControl); i >= 0 {
+		return usageErrorf("resource name %q holds a control character (%q at byte %d): newlines, tabs and other control characters would break the one-line output; use printable characters", resource, resource[i:i+utf8.RuneLen([]rune(resource[i:])[0])], i)
 	}
 	return nil
 }

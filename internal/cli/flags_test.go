@@ -81,6 +81,11 @@ func TestUsageErrors(t *testing.T) {
 		{"doctor args", nodes, []string{"doctor", "x"}, "doctor takes no arguments"},
 		{"doctor URL arg", nodes, []string{"doctor", "redis://:s3cretpw@h:1"}, `doctor takes no arguments, got ["redis://:xxxxx@h:1"]`},
 		{"empty prefix", nodes, []string{"status", "r", "--prefix", ""}, "--prefix must not be empty"},
+		{"newline in resource", nodes, []string{"acquire", "a\nb"}, `resource name "a\nb" holds a control character ("\n" at byte 1)`},
+		{"newline in run resource", nodes, []string{"run", "x", "a\rb", "--", "true"}, `("\r" at byte 1)`},
+		{"tab in status resource", nodes, []string{"status", "\tjob"}, `("\t" at byte 0)`},
+		{"acquire --shared", nodes, []string{"acquire", "doc", "--shared"}, "acquire --shared is not supported: a reader's lease cannot be renewed or released by its token from another process; hold a shared lock over several steps with: redlock-cli run --shared doc -- sh -c"},
+		{"acquire -n 0", nodes, []string{"acquire", "pool", "-n", "0"}, "-n must be between 1 and"},
 		{"long owner", nodes, []string{"acquire", "r", "--owner", strings.Repeat("o", 257)}, "--owner is 257 bytes"},
 	}
 	for _, tt := range tests {

@@ -305,8 +305,8 @@ func fmtErrorCounts(errs map[string]int) string {
 // printVerify prints the report for people.
 func (a *App) printVerify(res *verifyResult) {
 	tw := a.table()
-	fmt.Fprintf(tw, "run:\t%s on %d nodes, prefix %s, register on %s, faults %s, %d clients in %s, %s\n",
-		res.RunID, res.Nodes, res.Prefix, res.Register, res.Faults, res.Clients, plural(res.Procs, "process"), plural(res.Resources, "resource"))
+	fmt.Fprintf(tw, "run:\t%s on %s, prefix %s, register on %s, faults %s, %s in %s, %s\n",
+		res.RunID, plural(res.Nodes, "node"), res.Prefix, res.Register, res.Faults, plural(res.Clients, "client"), plural(res.Procs, "process"), plural(res.Resources, "resource"))
 	fmt.Fprintf(tw, "operations:\t%d (%d acquisitions, %d reads, %d writes: %d accepted, %d stale, %d unknown)\n",
 		res.Operations, res.Acquisitions, res.Reads, res.Writes, res.Accepted, res.Stale, res.Unknown)
 	fmt.Fprintf(tw, "holders:\t%d clients held a lock; %s\n", res.Holders, plural(res.HandOvers, "hand-over"))
