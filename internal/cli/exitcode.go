@@ -37,7 +37,7 @@ const (
 	// help, unlike exitBusy.
 	exitCannotGrant = 8
 	// exitRejoining: the lock is not held by anyone, but nodes that
-	// restarted without appendfsync always sit out their rejoin delay and
+	// restarted or lost data sit out their rejoin delay and
 	// leave no majority that can grant it. Unlike exitBusy, nobody holds
 	// it; unlike exitCannotGrant, it passes by itself within the delay.
 	exitRejoining = 9
@@ -70,8 +70,8 @@ const exitCodeHelp = `Exit codes:
          or have EVALSHA or EVAL renamed or disabled, or fail for such
          reasons and wrong credentials mixed
   9      unavailable: too many nodes for a majority are rejoining after a
-         restart without appendfsync always or a loss of data (FLUSHALL,
-         eviction, a failover), for up to the rejoin delay
+         restart or a loss of data (FLUSHALL, a failover), for up to the
+         rejoin delay
   10     verify: the history broke mutual exclusion, lease validity, fencing
          order or linearizability
   126    run: COMMAND cannot be executed
