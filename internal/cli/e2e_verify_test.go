@@ -122,3 +122,17 @@ func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 	require.Contains(t, stderr.String(), "verify found")
 	requireNoKeys(t, c, defaultVerifyPrefix)
 }
+
+// TestE2EVerifyNothingTested: when no lock can be granted at all (here the
+// nodes cannot run scripts), verify does not pass: it says nothing was
+// tested, with the acquire errors, and exits non-zero.
+func TestE2EVerifyNothingTested(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	r := cli(t, nodesEnv(c.URLs()), "verify", "--ttl", "1s", "--duration", "1s", "--clients", "2", "--resources", "1")
+	require.NotEqual(t, exitOK, r.code, r.stderr)
+	require.NotEqual(t, exitViolation, r.code, r.stderr)
+	requireOneLine(t, r.stderr, "verify: no lock was granted in 1s, nothing was tested (acquire errors: ")
+	require.Empty(t, r.stdout)
+	requireNoKeys(t, c, defaultVerifyPrefix)
+}

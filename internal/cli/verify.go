@@ -388,9 +388,9 @@ func (v *verifier) run(parent context.Context) error {
 // nothingTested is the error of a run in which no lease was granted: the
 // most frequent acquire error says why.
 func (v *verifier) nothingTested(res *verifyResult) error {
-	ce := classify(v.rec.lastErr())
-	if v.rec.lastErr() == nil {
-		ce = &cliError{code: exitFailure, kind: kindFailure}
+	ce := &cliError{code: exitFailure, kind: kindFailure, msg: "no acquisition was attempted"}
+	if last := v.rec.lastErr(); last != nil {
+		ce = classify(last)
 	}
 	ce.msg = clip(fmt.Sprintf("verify: no lock was granted in %s, nothing was tested (acquire errors: %s): %s",
 		v.o.duration, fmtErrorCounts(res.AcquireErrors), ce.msg))
