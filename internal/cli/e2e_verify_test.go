@@ -89,38 +89,65 @@ func TestE2EVerifyPrefixInUse(t *testing.T) {
 	require.Equal(t, "keep", other.Get(ctx, "app:data").Val(), "a key outside the prefix was touched")
 }
 
-// TestE2EVerifyFindsBrokenDeployment: a deployment whose quorum is
-// weakened (half the clients lock on one node alone, the other half on
-// another: each Locker counts 1 node as a majority) lets two clients hold
-// a lock at once; verify must say so and exit 10, and still clean up.
+// aliasNode is a node under another name: a deployment that lists one
+// server twice, which redlock.Dial and redlock.New refuse, made by hand.
+type aliasNode struct {
+	redlock.Node
+	addr string
+}
+
+// Addr is the alias.
+func (n aliasNode) Addr() string { return n.addr }
+
+// TestE2EVerifyFindsBrokenDeployment: deployments whose quorum is
+// weakened let two clients hold a lock at once; verify must say so and
+// exit 10, and still clean up. Split brain: half the clients lock on one
+// node alone, the other half on another (each Locker counts 1 node as a
+// majority). One server listed twice: half the clients use nodes A, A', B
+// and the others C, C', B, where X' is X under another name, so that one
+// server's vote counts twice and each half has its own majority.
 func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartRedis(t, 3)
-	var stdout, stderr bytes.Buffer
-	a := &App{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
-	a.verifyLockers = func(nodes redlock.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error) {
-		var out []*redlock.Locker
-		for i := range 2 {
-			l, err := redlock.New([]redlock.Node{nodes[i]}, cfg)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, l)
-		}
-		return out, nil
+	mutants := map[string]func(nodes redlock.Nodes) [][]redlock.Node{
+		"split brain": func(nodes redlock.Nodes) [][]redlock.Node {
+			return [][]redlock.Node{{nodes[0]}, {nodes[1]}}
+		},
+		"one server listed twice": func(nodes redlock.Nodes) [][]redlock.Node {
+			twice := func(n redlock.Node) redlock.Node { return aliasNode{n, n.Addr() + "-again"} }
+			return [][]redlock.Node{{nodes[0], twice(nodes[0]), nodes[1]}, {nodes[2], twice(nodes[2]), nodes[1]}}
+		},
 	}
-	args := []string{"--nodes", strings.Join(c.URLs(), ","), "verify", "--ttl", "1s", "--duration", "2s",
-		"--clients", "4", "--resources", "1", "--rate", "0", "--hold", "10ms", "--json"}
-	code := a.Execute(context.Background(), args)
-	require.Equal(t, exitViolation, code, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
-	var res map[string]any
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
-	require.Greater(t, res["violation_count"].(float64), 0.0)
-	vi := res["violations"].(map[string]any)
-	require.Greater(t, vi["mutual_exclusion"].(float64)+vi["validity_overlap"].(float64), 0.0, "%v", vi)
-	require.NotEmpty(t, res["examples"])
-	require.Contains(t, stderr.String(), "verify found")
-	requireNoKeys(t, c, defaultVerifyPrefix)
+	for name, sets := range mutants {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := testutil.StartRedis(t, 3)
+			var stdout, stderr bytes.Buffer
+			a := &App{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
+			a.verifyLockers = func(nodes redlock.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error) {
+				var out []*redlock.Locker
+				for _, set := range sets(nodes) {
+					l, err := redlock.New(set, cfg)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, l)
+				}
+				return out, nil
+			}
+			args := []string{"--nodes", strings.Join(c.URLs(), ","), "verify", "--ttl", "1s", "--duration", "2s",
+				"--clients", "4", "--resources", "1", "--rate", "0", "--hold", "10ms", "--json"}
+			code := a.Execute(context.Background(), args)
+			require.Equal(t, exitViolation, code, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
+			var res map[string]any
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+			require.Greater(t, res["violation_count"].(float64), 0.0)
+			vi := res["violations"].(map[string]any)
+			require.Greater(t, vi["mutual_exclusion"].(float64)+vi["validity_overlap"].(float64)+vi["token_order"].(float64), 0.0, "%v", vi)
+			require.NotEmpty(t, res["examples"])
+			require.Contains(t, stderr.String(), "verify found")
+			requireNoKeys(t, c, defaultVerifyPrefix)
+		})
+	}
 }
 
 // TestE2EVerifyNothingTested: when no lock can be granted at all (here the
