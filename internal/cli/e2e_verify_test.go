@@ -44,6 +44,7 @@ func TestE2EVerifyHealthy(t *testing.T) {
 		t.Run(strings.Join(extra, " "), func(t *testing.T) {
 			r := cli(t, nodesEnv(c.URLs()), append(append([]string(nil), verifyArgs...), extra...)...)
 			requireCode(t, r, exitOK, "")
+			require.NotContains(t, r.stderr, "\r", "a progress bar on stderr that is not a terminal")
 			t.Log(r.stdout)
 			res := decode(t, r)
 			require.Equal(t, 0.0, res["violation_count"], "%v", res)
