@@ -284,5 +284,5 @@ func TestE2EFlushedNodesSayTheyLostData(t *testing.T) {
 	}
 	r = cli(t, env, "acquire", "flushed", "--ttl", "4s")
 	requireCode(t, r, exitRejoining, `"flushed" is unavailable, not busy: `)
-	require.Regexp(t, `[12] of 3 nodes are rejoining after a restart or a loss of data, .*127\.0\.0\.1:\d+ \(it may have lost data \(FLUSHALL or FLUSHDB, a failover to a replica, or its marker key was deleted\); it grants again in [\d.]+m?s\)`, r.stderr)
+	require.Regexp(t, `[12] of 3 nodes are rejoining after a restart or a loss of data: .*127\.0\.0\.1:\d+ \(it may have lost data \(FLUSHALL or FLUSHDB, a failover to a replica, or its marker key was deleted\); it grants again in [\d.]+m?s\)`, r.stderr)
 }

@@ -71,19 +71,33 @@ func nodeErrors(err error) []*redlock.NodeError {
 // (with the hint that the server may not speak TLS), or the error's own
 // message.
 func reason(err error) string {
-	var errno syscall.Errno
-	var nerr net.Error
 	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), rejoinUnknown) {
 		// The library could not learn the node's rejoin state because the
 		// call failed: the failure is the reason, not the state.
 		return reason(inner)
 	}
-	if lasting := lastingReason(err); lasting != "" {
-		said := strings.TrimSuffix(serverSaid(err), ".")
-		if said == "" || strings.Contains(lasting, said) {
-			return lasting
+	lasting := lastingReason(err)
+	if lasting == "" || isUnknownMaster(err) {
+		return plainReason(err)
+	}
+	// A failure that will not pass by itself: the server's words, then
+	// what to fix.
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		if said := strings.TrimSuffix(serverSaid(err), "."); said != "" && !strings.Contains(lasting, said) {
+			return said + " - " + lasting
 		}
-		return said + " - " + lasting
+	}
+	return lasting
+}
+
+// plainReason is reason without what to fix: "connection refused",
+// "timed out", or the error's own message.
+func plainReason(err error) string {
+	var errno syscall.Errno
+	var nerr net.Error
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), rejoinUnknown) {
+		return plainReason(inner)
 	}
 	switch {
 	case isUnknownMaster(err):
