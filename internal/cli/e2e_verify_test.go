@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -162,5 +164,31 @@ func TestE2EVerifyNothingTested(t *testing.T) {
 	require.NotEqual(t, exitViolation, r.code, r.stderr)
 	requireOneLine(t, r.stderr, "verify: no lock was granted in 1s, nothing was tested (acquire errors: ")
 	require.Empty(t, r.stdout)
+	requireNoKeys(t, c, defaultVerifyPrefix)
+}
+
+// TestE2EVerifyInterrupted: SIGINT stops the clients early; the history so
+// far is still checked and reported, the keys are deleted, and verify
+// exits 130.
+func TestE2EVerifyInterrupted(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	cmd := cliCommand(t, nodesEnv(c.URLs()), "verify", "--ttl", "1s", "--duration", "25s", "--clients", "2", "--resources", "1", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	// The clients run once the register holds a value.
+	waitFor(t, 15*time.Second, "a write to the register", func() bool {
+		keys, err := c.Servers()[0].Client().Keys(context.Background(), defaultVerifyPrefix+"register:*").Result()
+		return err == nil && len(keys) > 0
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	r := waitCLI(t, cmd, &stdout, &stderr, start)
+	require.Equal(t, 130, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	res := decode(t, r)
+	require.Equal(t, 0.0, res["violation_count"])
+	require.Greater(t, res["acquisitions"].(float64), 0.0)
+	requireOneLine(t, r.stderr, "interrupted by SIGINT")
 	requireNoKeys(t, c, defaultVerifyPrefix)
 }

@@ -123,6 +123,8 @@ name).
 
 Exits 0 when no violation was found, 10 when one was, 2 when keys under the
 prefix exist, or as acquire does when no lease could be granted at all.
+SIGINT stops the clients early: the history so far is checked, reported
+and cleaned up, and verify exits 130 (10 if it found a violation).
 
 ` + exitCodeHelp
 
@@ -365,18 +367,25 @@ func (v *verifier) run(parent context.Context) error {
 	if cerr != nil {
 		res.CleanupError = a.redact(oneLine(cerr))
 	}
-	if ie := interrupted(ctx); ie != nil {
-		return ie
-	}
 	if workerErr != nil {
 		return &cliError{code: exitFailure, kind: kindFailure, msg: "verify: " + oneLine(workerErr), err: workerErr}
 	}
 	if res.Acquisitions == 0 {
+		if ie := interrupted(ctx); ie != nil {
+			return ie
+		}
 		return v.nothingTested(res)
 	}
 	a.report(res, func() { a.printVerify(res) })
 	if res.CleanupError != "" {
 		a.warnf("verify: some keys under %q may remain: %s", a.g.prefix, res.CleanupError)
+	}
+	if ie := interrupted(ctx); ie != nil {
+		// Stopped early: the report covers what ran, then the signal's code.
+		ie.reported = true
+		if res.ViolationCount == 0 {
+			return ie
+		}
 	}
 	if res.ViolationCount > 0 {
 		return &cliError{code: exitViolation, kind: kindViolation, reported: true,
