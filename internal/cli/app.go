@@ -1,8 +1,9 @@
 // Package cli is redlock-cli: its commands, one file each (acquire.go,
 // token.go for renew and release, status.go, run.go, doctor.go, bench.go,
-// demo.go), and what they share: the global flags (flags.go), the session
-// to the nodes (session.go), signals (signals.go), exit codes and error
-// messages (exitcode.go, errmsg.go) and the printers (print.go).
+// demo.go, verify.go with verify_*.go), and what they share: the global
+// flags (flags.go), the session to the nodes (session.go), signals
+// (signals.go), exit codes and error messages (exitcode.go, errmsg.go)
+// and the printers (print.go).
 // cmd/redlock-cli only wires it to the process: App.Execute.
 package cli
 

@@ -315,7 +315,6 @@ func (v *verifier) run(parent context.Context) error {
 	rctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 
-	limiter := newLimiter(rctx, v.o.rate)
 	var wg sync.WaitGroup
 	local := v.o.clients
 	var workers *workerSet
@@ -328,6 +327,8 @@ func (v *verifier) run(parent context.Context) error {
 			return err
 		}
 	}
+	// Each process takes its clients' share of --rate.
+	limiter := newLimiter(rctx, v.o.rate*float64(local)/float64(v.o.clients))
 	for c := range local {
 		wg.Go(func() { v.client(rctx, c, v.lockers[c%len(v.lockers)], limiter) })
 	}
