@@ -17,9 +17,10 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// verifyArgs are the flags that keep a verify run short: a 1 s lease (so
-// the first grant waits at most the 1 s rejoin delay of a new prefix).
-var verifyArgs = []string{"verify", "--ttl", "1s", "--duration", "2500ms", "--clients", "4", "--resources", "2", "--rate", "200", "--json"}
+// verifyArgs are the flags that keep a verify run short (the first grant
+// waits at most the 500ms rejoin delay of a new prefix) and robust on a
+// loaded machine (a 1 s call timeout).
+var verifyArgs = []string{"verify", "--ttl", "3s", "--timeout", "1s", "--rejoin-delay", "500ms", "--duration", "2500ms", "--clients", "4", "--resources", "2", "--rate", "200", "--json"}
 
 // requireNoKeys checks that no key under prefix is left on any server.
 func requireNoKeys(t *testing.T, c *testutil.RedisCluster, prefix string) {
@@ -42,6 +43,7 @@ func TestE2EVerifyHealthy(t *testing.T) {
 		{"--html", html},
 		{"--register", "memory", "--faults", "kill-conns", "--hold", "5ms"},
 		{"--procs", "2", "--faults", "pause"},
+		{"--rate", "8", "--procs", "2"},
 	} {
 		t.Run(strings.Join(extra, " "), func(t *testing.T) {
 			r := cli(t, nodesEnv(c.URLs()), append(append([]string(nil), verifyArgs...), extra...)...)
@@ -57,6 +59,12 @@ func TestE2EVerifyHealthy(t *testing.T) {
 			require.GreaterOrEqual(t, res["holders"].(float64), 2.0)
 			require.Greater(t, res["keys_removed"].(float64), 0.0)
 			require.Equal(t, defaultVerifyPrefix, res["prefix"])
+			if extra[0] == "--rate" {
+				// Bounded load: at most --rate acquisitions a second over
+				// both processes (2.5 s; one more per process for the
+				// ticker's first tick).
+				require.LessOrEqual(t, res["acquisitions"].(float64), 8*2.5+2)
+			}
 			if res["faults"] != faultsNone {
 				require.GreaterOrEqual(t, res["faults_injected"].(float64), 1.0)
 			}
@@ -137,7 +145,7 @@ func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 				}
 				return out, nil
 			}
-			args := []string{"--nodes", strings.Join(c.URLs(), ","), "verify", "--ttl", "1s", "--duration", "2s",
+			args := []string{"--nodes", strings.Join(c.URLs(), ","), "verify", "--ttl", "3s", "--timeout", "1s", "--rejoin-delay", "500ms", "--duration", "2s",
 				"--clients", "4", "--resources", "1", "--rate", "0", "--hold", "10ms", "--json"}
 			code := a.Execute(context.Background(), args)
 			require.Equal(t, exitViolation, code, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
@@ -159,7 +167,7 @@ func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 func TestE2EVerifyNothingTested(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
-	r := cli(t, nodesEnv(c.URLs()), "verify", "--ttl", "1s", "--duration", "1s", "--clients", "2", "--resources", "1")
+	r := cli(t, nodesEnv(c.URLs()), "verify", "--ttl", "3s", "--timeout", "1s", "--duration", "1s", "--clients", "2", "--resources", "1")
 	require.NotEqual(t, exitOK, r.code, r.stderr)
 	require.NotEqual(t, exitViolation, r.code, r.stderr)
 	requireOneLine(t, r.stderr, "verify: no lock was granted in 1s, nothing was tested (acquire errors: ")
@@ -173,7 +181,7 @@ func TestE2EVerifyNothingTested(t *testing.T) {
 func TestE2EVerifyInterrupted(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartRedis(t, 3)
-	cmd := cliCommand(t, nodesEnv(c.URLs()), "verify", "--ttl", "1s", "--duration", "25s", "--clients", "2", "--resources", "1", "--json")
+	cmd := cliCommand(t, nodesEnv(c.URLs()), "verify", "--ttl", "3s", "--timeout", "1s", "--rejoin-delay", "500ms", "--duration", "25s", "--clients", "2", "--resources", "1", "--json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

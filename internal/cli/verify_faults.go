@@ -27,7 +27,7 @@ func (f *faultRun) wait() int {
 
 // startFaults starts injecting --faults until ctx ends: one node at a
 // time, in turn, a fault lasting twice the call timeout, every
-// max(duration/5, 2 × that).
+// max(duration/5, 2 × that), the first half that in.
 func (v *verifier) startFaults(ctx context.Context) *faultRun {
 	f := &faultRun{}
 	if v.o.faults == faultsNone {
@@ -36,13 +36,15 @@ func (v *verifier) startFaults(ctx context.Context) *faultRun {
 	length := 2 * v.app.g.callTimeout()
 	every := max(v.o.duration/5, 2*length)
 	f.wg.Go(func() {
-		t := time.NewTicker(every)
+		// The first half an interval in, then every interval.
+		t := time.NewTimer(every / 2)
 		defer t.Stop()
 		for i := 0; ; i++ {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				t.Reset(every)
 			}
 			node := v.s.nodes[i%len(v.s.nodes)]
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.app.g.callTimeout())
