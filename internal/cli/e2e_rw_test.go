@@ -87,13 +87,13 @@ func TestE2ERunSeveralResources(t *testing.T) {
 	require.Equal(t, got[envFence], got[envFence+"_0"])
 	require.Regexp(t, `^[0-9a-f]{32}$`, got[envToken+"_1"])
 
-	r = cli(t, env, "acquire", "b", "--ttl", "5s", "--owner", "holder-of-b")
+	r = cli(t, env, "acquire", "b", "--ttl", "60s", "--owner", "holder-of-b")
 	requireCode(t, r, exitOK, "")
 	require.NoError(t, os.Remove(out))
 	r = cli(t, append(env, childEnv("env", out)...), "run", "a", "b", "c", "--", testBin)
 	// The busy message names the busy resource and its holder.
 	requireCode(t, r, exitBusy, `1 of the 3 resources is busy: "b" held by holder-of-b for `)
-	r = cli(t, env, "run", "a", "b", "c", "--json", "--", testBin)
+	r = cli(t, env, "run", "a", "b", "c", "--json", "--", "true")
 	busy := decode(t, r)["busy"].([]any)
 	require.Len(t, busy, 1)
 	require.Equal(t, "b", busy[0].(map[string]any)["resource"])
