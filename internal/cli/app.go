@@ -1,8 +1,9 @@
 // Package cli is redlock-cli: its commands, one file each (acquire.go,
 // token.go for renew and release, status.go, run.go, doctor.go, bench.go,
-// demo.go), and what they share: the global flags (flags.go), the session
-// to the nodes (session.go), signals (signals.go), exit codes and error
-// messages (exitcode.go, errmsg.go) and the printers (print.go).
+// demo.go, verify.go with verify_*.go), and what they share: the global
+// flags (flags.go), the session to the nodes (session.go), signals
+// (signals.go), exit codes and error messages (exitcode.go, errmsg.go)
+// and the printers (print.go).
 // cmd/redlock-cli only wires it to the process: App.Execute.
 package cli
 
@@ -43,6 +44,8 @@ type App struct {
 	// front of observer: it warns about rejoining and misconfigured nodes
 	// and keeps the last failed attempt.
 	watch *watcher
+	// verifyLockers, when set (tests only), makes verify's Lockers.
+	verifyLockers verifyLockersFunc
 }
 
 // rootLong is the help text of redlock-cli itself.
@@ -94,7 +97,7 @@ func (a *App) newRoot() *cobra.Command {
 		return usageErrorf("%s", err.Error())
 	})
 	root.AddCommand(a.acquireCmd(), a.renewCmd(), a.releaseCmd(), a.statusCmd(),
-		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd())
+		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd(), a.verifyCmd())
 	return root
 }
 
@@ -105,7 +108,7 @@ func (a *App) Execute(ctx context.Context, args []string) int {
 	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
 	defer a.trace.stop()
 	root := a.newRoot()
-	root.SetArgs(args)
+	root.SetArgs(flockArgs(root, args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK

@@ -342,3 +342,19 @@ func TestE2EDoctorTrust(t *testing.T) {
 	require.False(t, ch.Trust.InfoInScripts)
 	require.False(t, res.OK)
 }
+
+// TestE2EDoctorWrongPasswordHint: doctor's row for a node that refuses
+// the password says what to fix, not only the server's WRONGPASS.
+func TestE2EDoctorWrongPasswordHint(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3, testutil.WithPassword("rightPW123"))
+	urls := c.URLs()
+	urls[1] = strings.ReplaceAll(urls[1], "rightPW123", "wrongPW456")
+	r, _, checks := doctorChecks(t, urls)
+	require.Equal(t, exitFailure, r.code)
+	row := checks[c.Server(1).Addr()+" reachable"]
+	require.Equal(t, statusFail, row.Status)
+	require.Contains(t, row.Detail, "WRONGPASS")
+	require.Contains(t, row.Detail, "check the user and password in its URL")
+	require.NotContains(t, r.stdout+r.stderr, "wrongPW456")
+}

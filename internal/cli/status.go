@@ -382,12 +382,12 @@ func verdict(res statusResult) string {
 		if res.Holder.TTLMillis < 0 {
 			expires = "no expiry: not a redlock lock, it stays until deleted"
 		}
-		return fmt.Sprintf("%q: held by %s (token %s...) on %d nodes, %s; %s; fence counter %d",
-			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, res.HeldOn, q, expires, res.Fence)
+		return fmt.Sprintf("%q: held by %s (token %s...) on %s, %s; %s; fence counter %d",
+			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, plural(res.HeldOn, "node"), q, expires, res.Fence)
 	case res.State == "free":
-		return fmt.Sprintf("%q: free on %d nodes, %s; fence counter %d", res.Resource, res.FreeOn, q, res.Fence)
+		return fmt.Sprintf("%q: free on %s, %s; fence counter %d", res.Resource, plural(res.FreeOn, "node"), q, res.Fence)
 	case res.Answered < res.Quorum:
-		return fmt.Sprintf("%q: unknown: only %d nodes answered, %s", res.Resource, res.Answered, q)
+		return fmt.Sprintf("%q: unknown: only %s answered, %s", res.Resource, plural(res.Answered, "node"), q)
 	}
 	return fmt.Sprintf("%q: unknown: no majority agrees (held on %d, free on %d, %s): a lock being taken, released or expiring",
 		res.Resource, res.Answered-res.FreeOn, res.FreeOn, q)
