@@ -64,8 +64,8 @@ import (
 var (
 	flagN        = flag.String("n", "1,3,5", "node counts")
 	flagG        = flag.String("g", "1,64,256", "goroutine counts")
-	flagRounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
-	flagDur      = flag.Duration("dur", time.Second, "run time of one implementation in one round")
+	flagRounds   = flag.Int("rounds", 9, "interleaved rounds per cell")
+	flagDur      = flag.Duration("dur", 400*time.Millisecond, "run time of one implementation in one round")
 	flagServer   = flag.Int("serverops", 1000, "operations per implementation for the server CPU measure (×4 at g≥64)")
 	flagAllocOps = flag.Int("allocops", 1000, "operations per implementation for the allocation measure (g=1)")
 	flagAllN     = flag.String("alln", "1,3", "node counts of the AcquireAll comparison (empty: none)")
@@ -262,7 +262,8 @@ func implsFor(ctx context.Context, e *env, n int) ([]*impls.Impl, error) {
 	return list, nil
 }
 
-// runResult is one implementation's run in one round.
+// runResult is one implementation's run in one round: ops counts the
+// operations that succeeded (lat has their latencies), errs the others.
 type runResult struct {
 	ops, errs int
 	elapsed   time.Duration
@@ -274,7 +275,7 @@ type runResult struct {
 func (r runResult) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
 // run drives impl with g goroutines for dur, or until ops operations are
-// done when ops > 0, each op on a fresh name.
+// done (successful or not) when ops > 0, each op on a fresh name.
 func run(ctx context.Context, impl *impls.Impl, g int, dur time.Duration, ops int64, prefix string) runResult {
 	ws := make([]impls.Worker, g)
 	for i := range ws {
@@ -309,11 +310,10 @@ func run(ctx context.Context, impl *impls.Impl, g int, dur time.Duration, ops in
 				if err == nil {
 					err = ws[i].Release(ctx)
 				}
-				lats[i] = append(lats[i], time.Since(t0))
-				if err != nil {
-					if errs.Add(1) == 1 {
-						firstErr.Store(err)
-					}
+				if err == nil {
+					lats[i] = append(lats[i], time.Since(t0))
+				} else if errs.Add(1) == 1 {
+					firstErr.Store(err)
 				}
 				if ctx.Err() != nil {
 					return
@@ -415,7 +415,8 @@ func runCell(ctx context.Context, e *env, n, g int) (cellResult, error) {
 	}
 	for j, i := range list {
 		cell.results[j].server = measureServer(ctx, e, n, func() int64 {
-			return int64(run(ctx, i, g, 0, ops, fmt.Sprintf("s:%s:%d:%d:%s:", e.tag, n, g, i.Name)).ops)
+			r := run(ctx, i, g, 0, ops, fmt.Sprintf("s:%s:%d:%d:%s:", e.tag, n, g, i.Name))
+			return int64(r.ops + r.errs)
 		})
 	}
 	return cell, nil
@@ -740,7 +741,7 @@ func profile(ctx context.Context, e *env, n, g int) error {
 		return fmt.Errorf("no implementation %q", *flagProfile)
 	}
 	dur := *flagDur
-	if dur == time.Second {
+	if dur == 400*time.Millisecond {
 		dur = 10 * time.Second
 	}
 	if *flagMemProf != "" {
@@ -762,7 +763,7 @@ func profile(ctx context.Context, e *env, n, g int) error {
 		if *flagCPUProf != "" {
 			pprof.StopCPUProfile()
 		}
-		return int64(r.ops)
+		return int64(r.ops + r.errs)
 	})
 	fmt.Printf("server per op per node: CPU %.1f µs, commands' usec %.1f, calls %s\n", sc.cpuUS, sc.usecUS, calls(sc.calls))
 	if *flagMemProf != "" {
