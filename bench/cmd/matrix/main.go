@@ -427,6 +427,7 @@ type serverCost struct {
 	cpuUS  float64            // INFO cpu (user + sys) µs per op per node
 	usecUS float64            // commandstats usec per op per node (every command)
 	calls  map[string]float64 // commandstats calls per op per node
+	usec   map[string]float64 // commandstats usec per op per node, by command
 }
 
 // measureServer runs f (which returns its operation count) between CONFIG RESETSTAT + INFO cpu
@@ -438,7 +439,7 @@ func measureServer(ctx context.Context, e *env, n int, f func() int64) serverCos
 		before[i] = serverCPU(ctx, e.admin[i])
 	}
 	ops := f()
-	sc := serverCost{calls: map[string]float64{}}
+	sc := serverCost{calls: map[string]float64{}, usec: map[string]float64{}}
 	per := float64(ops) * float64(n)
 	for i := range n {
 		sc.cpuUS += (serverCPU(ctx, e.admin[i]) - before[i]) * 1e6 / per
@@ -457,6 +458,7 @@ func measureServer(ctx context.Context, e *env, n int, f func() int64) serverCos
 					sc.calls[name] += x / per
 				case "usec":
 					sc.usecUS += x / per
+					sc.usec[name] += x / per
 				}
 			}
 		}
@@ -765,7 +767,7 @@ func profile(ctx context.Context, e *env, n, g int) error {
 		}
 		return int64(r.ops + r.errs)
 	})
-	fmt.Printf("server per op per node: CPU %.1f µs, commands' usec %.1f, calls %s\n", sc.cpuUS, sc.usecUS, calls(sc.calls))
+	fmt.Printf("server per op per node: CPU %.1f µs, commands' usec %.1f\n  calls: %s\n  usec:  %s\n", sc.cpuUS, sc.usecUS, calls(sc.calls), calls(sc.usec))
 	if *flagMemProf != "" {
 		f, err := os.Create(*flagMemProf)
 		if err != nil {
