@@ -447,7 +447,7 @@ func measureServer(ctx context.Context, e *env, n int, f func() int64) serverCos
 		for line := range strings.Lines(info) {
 			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 			name, isCmd := strings.CutPrefix(name, "cmdstat_")
-			if !ok || !isCmd || name == "config" || name == "info" || name == "hello" || name == "client" || name == "ping" || name == "select" {
+			if !ok || !isCmd || name == "config|resetstat" || name == "hello" || name == "client" || name == "ping" || name == "select" {
 				continue
 			}
 			for kv := range strings.SplitSeq(rest, ",") {
