@@ -70,6 +70,7 @@ var (
 	flagAllocOps = flag.Int("allocops", 1000, "operations per implementation for the allocation measure (g=1)")
 	flagAllN     = flag.String("alln", "1,3", "node counts of the AcquireAll comparison (empty: none)")
 	flagOnly     = flag.String("impls", "", "comma-separated implementations to run (default: all)")
+	flagRFlush   = flag.Duration("rflush", 0, "rueidis MaxFlushDelay of the rueidisnode nodes (oursR)")
 	flagProfile  = flag.String("profile", "", "run only this implementation, in the first -n and -g cell, for -dur (default 10s here), with -cpuprofile/-memprofile")
 	flagCPUProf  = flag.String("cpuprofile", "", "CPU profile file (with -profile)")
 	flagMemProf  = flag.String("memprofile", "", "allocation profile file (with -profile)")
@@ -146,7 +147,7 @@ func newEnv(ctx context.Context, servers []*redisproc.Server) (*env, error) {
 			return e, err
 		}
 		e.rueidis = append(e.rueidis, rc)
-		rn, err := rueidisnode.Dial("redis://" + s.Addr)
+		rn, err := rueidisnode.New(rueidis.ClientOption{InitAddress: []string{s.Addr}, MaxFlushDelay: *flagRFlush})
 		if err != nil {
 			return e, err
 		}
