@@ -70,7 +70,7 @@ var (
 	flagAllocOps = flag.Int("allocops", 1000, "operations per implementation for the allocation measure (g=1)")
 	flagAllN     = flag.String("alln", "1,3", "node counts of the AcquireAll comparison (empty: none)")
 	flagOnly     = flag.String("impls", "", "comma-separated implementations to run (default: all)")
-	flagRFlush   = flag.Duration("rflush", 0, "rueidis MaxFlushDelay of the rueidisnode nodes (oursR)")
+	flagRFlush   = flag.Duration("rflush", 0, "when set, adds oursRf: oursR with this rueidis MaxFlushDelay")
 	flagProfile  = flag.String("profile", "", "run only this implementation, in the first -n and -g cell, for -dur (default 10s here), with -cpuprofile/-memprofile")
 	flagCPUProf  = flag.String("cpuprofile", "", "CPU profile file (with -profile)")
 	flagMemProf  = flag.String("memprofile", "", "allocation profile file (with -profile)")
@@ -131,6 +131,7 @@ type env struct {
 	goClients []*redis.Client  // PoolSize 256, the peers' and floor's
 	rueidis   []rueidis.Client // floorR's
 	rNodes    []*rueidisnode.Node
+	rNodesF   []*rueidisnode.Node   // with -rflush
 	ourNodes  map[int]redlock.Nodes // redlock.Dial's, per N
 	admin     []*redis.Client
 	tag       string // run tag: names never collide with an earlier run's
@@ -147,11 +148,18 @@ func newEnv(ctx context.Context, servers []*redisproc.Server) (*env, error) {
 			return e, err
 		}
 		e.rueidis = append(e.rueidis, rc)
-		rn, err := rueidisnode.New(rueidis.ClientOption{InitAddress: []string{s.Addr}, MaxFlushDelay: *flagRFlush})
+		rn, err := rueidisnode.Dial("redis://" + s.Addr)
 		if err != nil {
 			return e, err
 		}
 		e.rNodes = append(e.rNodes, rn)
+		if *flagRFlush > 0 {
+			rf, err := rueidisnode.New(rueidis.ClientOption{InitAddress: []string{s.Addr}, MaxFlushDelay: *flagRFlush})
+			if err != nil {
+				return e, err
+			}
+			e.rNodesF = append(e.rNodesF, rf)
+		}
 	}
 	for n := 1; n <= len(servers); n++ {
 		urls := make([]string, n)
@@ -171,7 +179,7 @@ func (e *env) close() {
 	for _, ns := range e.ourNodes {
 		_ = ns.Close()
 	}
-	for _, n := range e.rNodes {
+	for _, n := range append(e.rNodes, e.rNodesF...) {
 		_ = n.Close()
 	}
 	for _, c := range e.rueidis {
@@ -222,6 +230,16 @@ func implsFor(ctx context.Context, e *env, n int) ([]*impls.Impl, error) {
 	oursR, err := impls.Redlock("oursR", rnodes, impls.Try, true, defaultConfig)
 	if err := add(oursR, err); err != nil {
 		return nil, err
+	}
+	if len(e.rNodesF) > 0 {
+		fnodes := make([]redlock.Node, n)
+		for i := range n {
+			fnodes[i] = e.rNodesF[i]
+		}
+		oursRf, err := impls.Redlock("oursRf", fnodes, impls.Try, true, defaultConfig)
+		if err := add(oursRf, err); err != nil {
+			return nil, err
+		}
 	}
 	if err := add(impls.Redsync("redsync", e.goClients[:n], impls.RedsyncOptions{Tries: 1}), nil); err != nil {
 		return nil, err
