@@ -23,7 +23,7 @@
 // goroutines included); and AcquireAll of 8 free resources against 8
 // sequential TryAcquires (each followed by the 8 releases).
 //
-//	cd bench && go run ./cmd/matrix                    # about 6 minutes
+//	cd bench && go run ./cmd/matrix   # 12-14 min at load 25-38; -rounds 5 -dur 300ms: about 5
 //	go run ./cmd/matrix -n 3 -g 1 -profile ours -cpuprofile cpu.out   # one cell, one impl, -dur 10s: pprof
 //
 // go-redis clients of the peers and floors have PoolSize 256. The servers
