@@ -9,15 +9,19 @@
 //     it). Tx runs a function in a transaction that first records the
 //     token there (Fence); the row stays locked until the transaction
 //     ends, so fenced transactions on one resource run one at a time, in
-//     token order, and a stale one is refused before it writes anything:
-//
-//     err := pgfence.Tx(ctx, pool, "orders", lease.Fence(), func(tx pgx.Tx) error {
-//     _, err := tx.Exec(ctx, "UPDATE orders SET status = 'sent' WHERE id = $1", id)
-//     return err
-//     })
-//
+//     token order, and a stale one is refused before it writes anything.
 //   - A column on your own table (Column): the UPDATE itself carries the
 //     condition, so each row is fenced on its own with no extra table.
+//
+// A fenced transaction:
+//
+//	err := pgfence.Tx(ctx, pool, "orders", lease.Fence(), func(tx pgx.Tx) error {
+//		_, err := tx.Exec(ctx, "UPDATE orders SET status = 'sent' WHERE id = $1", id)
+//		return err
+//	})
+//	if errors.Is(err, fencing.ErrStaleToken) {
+//		// This holder's lease has ended and a newer holder has written.
+//	}
 //
 // A stale write gets a *fencing.StaleError (possibly wrapped) carrying the
 // refused token and the highest accepted, which errors.Is(err,
