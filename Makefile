@@ -31,8 +31,8 @@ test-checks: staticcheck
 	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
 	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/testutil$$' -e '/redlock$$' -e '/internal/cli$$')
 	@# The modules of their own (pgx, etcd), each on its real server.
-	@set -e; for m in $(SUBMODULES); do echo "cd $$m && go mod tidy -diff && go vet && go test"; \
-		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...); done
+	@set -e; for m in $(SUBMODULES); do echo "cd $$m && go mod tidy -diff && go vet && staticcheck && go test"; \
+		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test $(TEST_FLAGS) ./...); done
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -150,4 +153,30 @@ func TestMiddlewareConforms(t *testing.T) {
 	})))
 	t.Cleanup(r.srv.Close)
 	fencetest.Run(t, fencetest.NewLocker(t), r)
+}
+
+// unfenced applies every write: what a resource that ignores the token
+// does.
+type unfenced struct{ memory }
+
+func (r *unfenced) Write(_ context.Context, key, value string, _ fencing.Token) error {
+	r.set(key, value)
+	return nil
+}
+
+// TestKitFailsAnUnfencedResource: the kit is not a rubber stamp. Run on a
+// resource that ignores tokens (in a child process, since its failures are
+// the point), every check fails.
+func TestKitFailsAnUnfencedResource(t *testing.T) {
+	if os.Getenv("FENCETEST_UNFENCED") == "1" {
+		fencetest.Run(t, fencetest.NewLocker(t), &unfenced{})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKitFailsAnUnfencedResource$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FENCETEST_UNFENCED=1")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the kit passed a resource that ignores tokens:\n%s", out)
+	for _, check := range []string{"StaleAfterNewer", "EqualToken", "ConcurrentInterleaved", "PausedHolder"} {
+		require.Contains(t, string(out), "--- FAIL: TestKitFailsAnUnfencedResource/"+check, "%s", out)
+	}
 }
