@@ -27,7 +27,7 @@
 // leases on a resource of its own (the key it writes), so the Resource
 // under test may be shared between checks and with other tests. The
 // PausedHolder check waits for a lease to run out: give the Locker a short
-// LeaseDuration (NewLocker uses 500 ms).
+// LeaseDuration (NewLocker uses 1 s).
 //
 // This package imports no database client: an adapter's own tests wrap it
 // in a Resource.
@@ -87,14 +87,14 @@ func Run(t *testing.T, locker *redlock.Locker, r Resource) {
 }
 
 // NewLocker returns a Locker for Run on three in-process miniredis nodes
-// whose key TTLs follow the wall clock, with a 500 ms lease and the
+// whose key TTLs follow the wall clock, with a 1 s lease and the
 // rejoin delay off (the nodes are new and in memory). The test's cleanup
 // closes it. Any other Locker will do, on real servers too.
 func NewLocker(t testing.TB) *redlock.Locker {
 	t.Helper()
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	l, err := redlock.New(c.Nodes(), redlock.Config{
-		LeaseDuration: 500 * time.Millisecond,
+		LeaseDuration: time.Second,
 		RejoinDelay:   -1,
 		KeyPrefix:     "fencetest:",
 		Owner:         "fencetest",
@@ -129,7 +129,7 @@ func tokens(ctx context.Context, t *testing.T, locker *redlock.Locker, key strin
 	for range n {
 		lease := acquire(ctx, t, locker, key)
 		ts = append(ts, lease.Fence())
-		require.NoError(t, lease.Release(ctx))
+		release(ctx, lease)
 	}
 	for i := 1; i < n; i++ {
 		require.Greater(t, ts[i], ts[i-1], "the Locker's tokens must increase")
@@ -181,7 +181,7 @@ func equalToken(t *testing.T, locker *redlock.Locker, r Resource) {
 	require.NoError(t, r.Write(ctx, key, "first", tok))
 	require.NoError(t, r.Write(ctx, key, "second", tok), "the same holder writes again with the same token: accepted")
 	requireValue(ctx, t, r, key, "second")
-	require.NoError(t, lease.Release(ctx))
+	release(ctx, lease)
 
 	next := acquire(ctx, t, locker, key)
 	require.NoError(t, r.Write(ctx, key, "next", next.Fence()))
@@ -253,5 +253,10 @@ func pausedHolder(t *testing.T, locker *redlock.Locker, r Resource) {
 	// The old holder resumes where it stopped, unaware, and writes.
 	requireStale(t, r.Write(ctx, key, "old holder, after the pause", oldTok), key, oldTok, cur.Fence())
 	requireValue(ctx, t, r, key, "new holder")
-	require.NoError(t, cur.Release(ctx))
+	release(ctx, cur)
 }
+
+// release releases lease so the next holder need not wait for its TTL. An
+// error is no failure of the resource under test: on a loaded machine a
+// short lease may have been lost already, and then it expires on its own.
+func release(ctx context.Context, lease *redlock.Lease) { _ = lease.Release(ctx) }
