@@ -250,7 +250,11 @@ func postgresCredential() (*syscall.Credential, error) {
 func startPostgres(t testing.TB, binDir string, cred *syscall.Credential) (*PostgresServer, error) {
 	// Not t.TempDir: its parents are private to the test's user, and the
 	// postgres user must reach its own directory.
-	dir, err := os.MkdirTemp("", "redlock-pg-")
+	base := os.TempDir()
+	if cred != nil && !traversable(base) {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "redlock-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
@@ -293,6 +297,21 @@ func startPostgres(t testing.TB, binDir string, cred *syscall.Credential) (*Post
 		}
 	}
 	return nil, err
+}
+
+// traversable reports whether every directory from / down to dir lets
+// other users through (the x bit for others), so that the postgres user
+// can reach a directory of its own inside it.
+func traversable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
 }
 
 // prepare runs cmd in the server's directory, as the postgres user when

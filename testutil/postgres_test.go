@@ -37,6 +37,19 @@ func TestFindPostgresBinDir(t *testing.T) {
 	}
 }
 
+func TestTraversable(t *testing.T) {
+	open := t.TempDir()
+	require.NoError(t, os.Chmod(open, 0o755))
+	closed := filepath.Join(open, "private")
+	require.NoError(t, os.Mkdir(closed, 0o700))
+	inner := filepath.Join(closed, "inner")
+	require.NoError(t, os.Mkdir(inner, 0o755))
+	require.True(t, traversable("/"))
+	require.False(t, traversable(closed))
+	require.False(t, traversable(inner), "a private parent closes the way")
+	require.False(t, traversable(filepath.Join(open, "missing")))
+}
+
 func TestMissingServerMsg(t *testing.T) {
 	for _, c := range []struct {
 		env   string
