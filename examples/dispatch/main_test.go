@@ -36,12 +36,13 @@ func smallWorkload() Workload {
 // deterministic (the stall outlasts the lease, and the others keep
 // working); how many more duplicates scan has depends on timing.
 func TestLeaderModeHasNoDuplicates(t *testing.T) {
-	requireNoDuplicates(t, MemorySink{}, smallWorkload())
+	requireNoDuplicates(t, MemorySink{}, roomyWorkload())
 }
 
-// pgWorkload is smallWorkload with room for the database's round trips on
-// a loaded machine: each fenced dispatch is a transaction of four.
-func pgWorkload() Workload {
+// roomyWorkload is smallWorkload with room for a loaded machine (node calls
+// get a third of the lease) and for the database's round trips (each fenced
+// dispatch is a transaction of four).
+func roomyWorkload() Workload {
 	w := smallWorkload()
 	w.Lease, w.Stall, w.Restart = 200*time.Millisecond, 600*time.Millisecond, 400*time.Millisecond
 	return w
@@ -59,7 +60,7 @@ func TestPostgres(t *testing.T) {
 
 	t.Run("LeaderModeHasNoDuplicates", func(t *testing.T) {
 		ctx := testutil.Context(t)
-		requireNoDuplicates(t, sink, pgWorkload())
+		requireNoDuplicates(t, sink, roomyWorkload())
 		// The effects are rows: no order has two in a leader run (whose
 		// rows carry a term), and the stalled leader's term wrote none
 		// after the next term's first.

@@ -335,7 +335,7 @@ func (s *sim) start(ctx context.Context, slot, gen int) (*proc, error) {
 // takenOver reports that another worker has taken over (dispatched the
 // order, or, in leader mode, written with a newer term), so that the
 // outcome does not depend on how fast the others happen to be on a busy
-// machine. It gives up waiting for the take-over after 20 Stalls.
+// machine. It gives up waiting for the take-over after 100 Stalls.
 func (s *sim) fault(ctx context.Context, p *proc, takenOver func() bool) (crashed, stalled bool) {
 	if p.crash.Load() {
 		p.gate.Cut()
@@ -343,7 +343,7 @@ func (s *sim) fault(ctx context.Context, p *proc, takenOver func() bool) (crashe
 	}
 	if p.stall.CompareAndSwap(true, false) {
 		p.gate.Cut()
-		giveUp := time.Now().Add(20 * s.w.Stall)
+		giveUp := time.Now().Add(100 * s.w.Stall)
 		alive := sleep(ctx, s.w.Stall)
 		for alive && !takenOver() && time.Now().Before(giveUp) {
 			alive = sleep(ctx, time.Millisecond)
