@@ -108,6 +108,7 @@ func (s *EtcdServer) healthy() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	req.Close = true // no idle connection left behind for leak checks
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return false, err
