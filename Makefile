@@ -25,9 +25,9 @@ test-chaos:
 	$(GO) test $(TEST_FLAGS) ./chaos/
 	$(GO) test $(TEST_FLAGS) ./testutil/
 test-checks: staticcheck
+	cd redlockotel && $(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
 	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/testutil$$' -e '/redlock$$' -e '/internal/cli$$')
-	cd redlockotel && $(GO) test $(TEST_FLAGS) ./...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

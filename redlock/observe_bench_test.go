@@ -10,11 +10,20 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
+// noopContextObserver receives every kind of event and does nothing.
+type noopContextObserver struct{}
+
+func (noopContextObserver) Observe(redlock.Event) {}
+func (noopContextObserver) ObserveContext(ctx context.Context, _ redlock.Event) context.Context {
+	return ctx
+}
+
 // BenchmarkObserverOff measures allocations per TryAcquire+Release and per
 // Acquire+Release on three in-process nodes (miniredis: deterministic
 // allocations, no network) without an Observer or a Logger: the path the
 // observer API must leave unchanged (no allocation added per operation),
-// and with a no-op Observer for comparison.
+// and with a no-op Observer and a no-op ContextObserver (every event, each
+// through the guard) for comparison.
 func BenchmarkObserverOff(b *testing.B) {
 	for _, bc := range []struct {
 		name string
@@ -22,6 +31,7 @@ func BenchmarkObserverOff(b *testing.B) {
 	}{
 		{"none", nil},
 		{"noop", redlock.ObserverFunc(func(redlock.Event) {})},
+		{"ctx-noop", noopContextObserver{}},
 	} {
 		for _, op := range []string{"TryAcquire", "Acquire"} {
 			b.Run(bc.name+"/"+op, func(b *testing.B) {

@@ -78,7 +78,7 @@ const (
 	AttrNodeOp       = attribute.Key("redlock.node.operation")
 	AttrVote         = attribute.Key("redlock.vote")
 	AttrVoteReason   = attribute.Key("redlock.vote.reason")
-	AttrHeld         = attribute.Key("redlock.hold.duration")  // seconds
+	AttrHeld         = attribute.Key("redlock.hold.duration")   // seconds
 	AttrValidFor     = attribute.Key("redlock.lease.valid_for") // seconds
 	AttrSlack        = attribute.Key("redlock.renew.slack")     // seconds
 	AttrOutcome      = attribute.Key("redlock.outcome")
@@ -101,7 +101,18 @@ const (
 	MetricNodeErrors      = "redlock.node.errors"
 	MetricWaiters         = "redlock.waiters"
 	MetricHolders         = "redlock.holders"
+	// The metrics redlock-cli had before this package, kept under their
+	// names so that the CLI and the library export one set.
+	MetricAttempts = "redlock.acquire.attempts" // by result
+	MetricGrants   = "redlock.attempt.grants"   // nodes that granted, per attempt
+	MetricRenewals = "redlock.renewals"
+	MetricReleases = "redlock.releases" // by result
 )
+
+// AttrResult is the result of an attempt (acquired, busy, no_quorum,
+// error) or of a release (released, no_quorum, error), as redlock-cli
+// labels them.
+const AttrResult = attribute.Key("result")
 
 // Outcomes of an acquisition (redlock.outcome): acquired, or the error
 // type.
@@ -142,8 +153,10 @@ type Observer struct {
 	common []attribute.KeyValue // redlock.locker, when named
 
 	acquire, wait, hold, handOff, slack, node metric.Float64Histogram
-	failing, lost, nodeErrors               metric.Int64Counter
-	waiters, holders                        metric.Int64UpDownCounter
+	failing, lost, nodeErrors                 metric.Int64Counter
+	waiters, holders                          metric.Int64UpDownCounter
+	attempts, renewals, releases              metric.Int64Counter
+	grants                                    metric.Int64Histogram
 
 	// released holds when each resource was last released by a Lease of
 	// this Observer's Lockers, for the hand-off time (bounded).
@@ -206,6 +219,14 @@ func New(opts ...Option) *Observer {
 	o.nodeErrors = counter(MetricNodeErrors, "{call}", "Node calls that failed or answered late, by node, operation and kind.")
 	o.waiters = gauge(MetricWaiters, "{call}", "Acquire calls waiting for a lock.")
 	o.holders = gauge(MetricHolders, "{lease}", "Leases held.")
+	o.attempts = counter(MetricAttempts, "{attempt}", "Acquisition attempts, by result: acquired, busy (held by another token), no_quorum (too many nodes failed), error (cut short or failed otherwise).")
+	o.renewals = counter(MetricRenewals, "{renewal}", "Renewal cycles that extended a lease.")
+	o.releases = counter(MetricReleases, "{release}", "Leases released, by result: released (by a majority), no_quorum, error.")
+	g, err := m.Int64Histogram(MetricGrants, metric.WithDescription("Nodes that granted the lock, per acquisition attempt."), metric.WithExplicitBucketBoundaries(0, 1, 2, 3, 4, 5, 6, 7, 8, 9))
+	if err != nil {
+		otel.Handle(err)
+	}
+	o.grants = g
 	return o
 }
 
@@ -259,6 +280,8 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 		}
 		return o.start(ctx, e.Kind, SpanAttempt, trace.SpanKindInternal, attrs, parent)
 	case redlock.EventAttempt:
+		o.attempts.Add(ctx, 1, metric.WithAttributes(o.attrs(AttrResult.String(attemptResult(e.Err)))...))
+		o.grants.Record(ctx, int64(e.Granted), metric.WithAttributes(o.common...))
 		if s := ending(ctx, redlock.EventAttemptStart); s != nil {
 			s.span.SetAttributes(AttrGranted.Int(int(s.granted.Load())), AttrRefused.Int(int(s.refused.Load())), AttrFailed.Int(int(s.fails.Load())))
 			o.finish(s.span, e.Err)
@@ -285,6 +308,10 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 		}
 	case redlock.EventRenewStart:
 		return o.renewStart(ctx, e)
+	case redlock.EventRenewed:
+		o.renewals.Add(ctx, 1, metric.WithAttributes(o.common...))
+	case redlock.EventReleased:
+		o.releases.Add(ctx, 1, metric.WithAttributes(o.attrs(AttrResult.String(releaseResult(e.Err)))...))
 	case redlock.EventRenewEnd:
 		if e.Err == nil {
 			o.slack.Record(ctx, e.Left.Seconds(), metric.WithAttributes(o.attrs(AttrResource.String(e.Resource))...))
@@ -352,7 +379,9 @@ func (o *Observer) acquireEnd(ctx context.Context, e redlock.Event) {
 	o.acquire.Record(ctx, e.Latency.Seconds(), attrs)
 	if e.Err == nil {
 		o.wait.Record(ctx, e.Waited.Seconds(), attrs)
-		o.holders.Add(ctx, int64(e.Count), metric.WithAttributes(o.common...))
+		if e.Lock != redlock.LockSemaphore { // its slot's acquisition counted the lease
+			o.holders.Add(ctx, int64(e.Count), metric.WithAttributes(o.common...))
+		}
 		o.mu.Lock()
 		at, ok := o.released[e.Resource]
 		if ok && time.Since(at) <= e.Latency {
@@ -490,6 +519,30 @@ func ErrorType(err error) string {
 		return "timeout"
 	}
 	return "_OTHER"
+}
+
+// attemptResult classifies an attempt as redlock-cli does.
+func attemptResult(err error) string {
+	switch {
+	case err == nil:
+		return "acquired"
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return "busy"
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return "no_quorum"
+	}
+	return "error"
+}
+
+// releaseResult classifies a release as redlock-cli does.
+func releaseResult(err error) string {
+	switch {
+	case err == nil:
+		return "released"
+	case errors.Is(err, redlock.ErrNoQuorum):
+		return "no_quorum"
+	}
+	return "error"
 }
 
 // leaseEnd names how a lease ended.

@@ -330,11 +330,11 @@ func TestNoPasswordInAnyAttribute(t *testing.T) {
 	var all []string
 	for _, s := range tel.spans.Ended() {
 		for _, kv := range s.Attributes() {
-			all = append(all, string(kv.Key)+"="+kv.Value.Emit())
+			all = append(all, string(kv.Key)+"="+kv.Value.String())
 		}
 		for _, ev := range s.Events() {
 			for _, kv := range ev.Attributes {
-				all = append(all, string(kv.Key)+"="+kv.Value.Emit())
+				all = append(all, string(kv.Key)+"="+kv.Value.String())
 			}
 		}
 		all = append(all, s.Status().Description)
@@ -374,7 +374,7 @@ func FuzzServerAttributes(f *testing.F) {
 			":" + pw + "@" + host,
 		} {
 			for _, kv := range redlockotel.ServerAttributes(addr) {
-				require.NotContains(t, kv.Value.Emit(), pw, "address %q", addr)
+				require.NotContains(t, kv.Value.String(), pw, "address %q", addr)
 			}
 		}
 	})
@@ -417,4 +417,65 @@ func TestStuckExporterDoesNotStallTheLock(t *testing.T) {
 	// take 30 s. Generous for a loaded machine.
 	require.Less(t, time.Since(start), 100*redlock.ObserverTimeout)
 	require.Positive(t, bp.blocked.Load())
+}
+
+// TestEveryKindOfLockHasItsSpan: AcquireAll, TryAcquireAll, a read-write
+// lock's reader and writer and a semaphore's slot each yield one
+// acquisition span of their lock kind, with attempt children, and every
+// span ends.
+func TestEveryKindOfLockHasItsSpan(t *testing.T) {
+	c := testutil.StartRedis(t, 3, testutil.WithConfig("appendonly no"))
+	tel := newTelemetry(t)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 5 * time.Second, RejoinDelay: freshServers, Observer: tel.observer()})
+	ctx := testutil.Context(t)
+	release := func(leases ...*redlock.Lease) {
+		for _, ls := range leases {
+			require.NoError(t, ls.Release(ctx))
+		}
+	}
+	all, err := l.AcquireAll(ctx, "a", "b")
+	require.NoError(t, err)
+	release(all...)
+	all, err = l.TryAcquireAll(ctx, "a", "b")
+	require.NoError(t, err)
+	release(all...)
+	rw, err := l.NewRWLock("rw")
+	require.NoError(t, err)
+	r, err := rw.AcquireShared(ctx)
+	require.NoError(t, err)
+	release(r)
+	w, err := rw.Acquire(ctx)
+	require.NoError(t, err)
+	release(w)
+	sem, err := l.NewSemaphore("sem", 2)
+	require.NoError(t, err)
+	s, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	release(s)
+
+	kinds := map[string]int{}
+	for _, s := range append(tel.ended(redlockotel.SpanAcquire), tel.ended(redlockotel.SpanTryAcquire)...) {
+		k, _ := attr(s, redlockotel.AttrLockKind)
+		op, _ := attr(s, redlockotel.AttrOperation)
+		kinds[k.AsString()+"/"+op.AsString()]++
+		outcome, _ := attr(s, redlockotel.AttrOutcome)
+		require.Equal(t, "acquired", outcome.AsString(), s.Name())
+		if k.AsString() == "semaphore" {
+			continue // its slots are TryAcquire spans of their own, below it
+		}
+		children := 0
+		for _, a := range tel.ended(redlockotel.SpanAttempt) {
+			if a.Parent().SpanID() == s.SpanContext().SpanID() {
+				children++
+			}
+		}
+		require.GreaterOrEqual(t, children, 1, "%s %s has no attempt", s.Name(), k.AsString())
+	}
+	require.Equal(t, 1, kinds["all/acquire"])
+	require.Equal(t, 1, kinds["all/try_acquire"])
+	require.Equal(t, 1, kinds["read/acquire"])
+	require.Equal(t, 1, kinds["write/acquire"])
+	require.Equal(t, 1, kinds["semaphore/acquire"])
+	require.GreaterOrEqual(t, kinds["mutex/try_acquire"], 1, "the semaphore's slot")
+	require.Eventually(t, func() bool { return sum(tel.metrics(t)[redlockotel.MetricHolders]) == 0 }, 5*time.Second, time.Millisecond, "every lease ended")
 }

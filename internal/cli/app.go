@@ -37,6 +37,8 @@ type App struct {
 	// observer, when set (--metrics-addr), receives the events of every
 	// Locker the command makes.
 	observer redlock.Observer
+	// trace is --trace (trace.go).
+	trace traceState
 	// watch, when set (acquire, run), observes the session's Locker in
 	// front of observer: it warns about rejoining and misconfigured nodes
 	// and keeps the last failed attempt.
@@ -87,6 +89,7 @@ func (a *App) newRoot() *cobra.Command {
 	root.SetOut(a.Stdout)
 	root.SetErr(a.Stderr)
 	a.g.register(root.PersistentFlags())
+	a.registerTrace(root)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%s", err.Error())
 	})
@@ -100,6 +103,7 @@ func (a *App) newRoot() *cobra.Command {
 // with --json, as a JSON object on stdout).
 func (a *App) Execute(ctx context.Context, args []string) int {
 	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
+	defer a.trace.stop()
 	root := a.newRoot()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)

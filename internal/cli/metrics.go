@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,7 +56,17 @@ type metrics struct {
 	slack            prometheus.Histogram
 	failing          prometheus.Counter
 	waiters, holders prometheus.Gauge
+	handOff          prometheus.Histogram
+	node             *prometheus.HistogramVec // by server_address, server_port, redlock_node_operation, redlock_vote
+
+	// released holds when each resource was last released, for the
+	// hand-off time (bounded by maxReleased).
+	mu       sync.Mutex
+	released map[string]time.Time
 }
+
+// maxReleased bounds the release times kept for hand-off times.
+const maxReleased = 4096
 
 var _ redlock.ContextObserver = (*metrics)(nil)
 
@@ -115,8 +128,19 @@ func newMetrics(reg prometheus.Registerer, nodes int) (*metrics, error) {
 	})
 	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_waiters", Help: "Acquire calls waiting for a lock."})
 	m.holders = prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_holders", Help: "Leases held."})
+	m.handOff = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "redlock_handoff_duration_seconds",
+		Help:    "Time from a release to the next holder's acquisition of the same resource, within one process.",
+		Buckets: acquireBuckets,
+	})
+	m.node = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redlock_node_duration_seconds",
+		Help:    "Duration of one call to one node, by node, operation and vote.",
+		Buckets: acquireBuckets,
+	}, []string{"server_address", "server_port", "redlock_node_operation", "redlock_vote"})
+	m.released = map[string]time.Time{}
 	for _, c := range []prometheus.Collector{m.acquireDuration, attempts, m.grants, m.renewals, m.leasesLost, releases, m.nodeErrors,
-		m.wait, m.hold, m.slack, m.failing, m.waiters, m.holders} {
+		m.wait, m.hold, m.slack, m.failing, m.waiters, m.holders, m.handOff, m.node} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -169,8 +193,36 @@ func (m *metrics) ObserveContext(ctx context.Context, e redlock.Event) context.C
 		}
 		if e.Err == nil {
 			m.wait.Observe(e.Waited.Seconds())
-			m.holders.Add(float64(e.Count))
+			if e.Lock != redlock.LockSemaphore { // its slot's acquisition counted the lease
+				m.holders.Add(float64(e.Count))
+			}
+			m.mu.Lock()
+			at, ok := m.released[e.Resource]
+			if ok && time.Since(at) <= e.Latency {
+				delete(m.released, e.Resource)
+			} else {
+				ok = false
+			}
+			m.mu.Unlock()
+			if ok && (e.Waited > 0 || e.HandOver) {
+				m.handOff.Observe(time.Since(at).Seconds())
+			}
 		}
+	case redlock.EventReleaseEnd:
+		if e.Err == nil {
+			m.mu.Lock()
+			if len(m.released) >= maxReleased {
+				clear(m.released)
+			}
+			m.released[e.Resource] = time.Now()
+			m.mu.Unlock()
+		}
+	case redlock.EventNodeCall:
+		host, port, err := net.SplitHostPort(e.Node)
+		if err != nil {
+			host, port = e.Node, ""
+		}
+		m.node.WithLabelValues(host, port, e.Op, string(e.Vote)).Observe(e.Latency.Seconds())
 	case redlock.EventLeaseEnd:
 		m.hold.WithLabelValues(leaseEnd(e.Err)).Observe(e.Held.Seconds())
 		m.holders.Dec()

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,4 +314,41 @@ func TestMetricsUnknownHost(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, exitUsage, err.(*cliError).code)
 	require.Contains(t, err.Error(), "unknown host")
+}
+
+// TestMetricsNamesShared: --metrics-addr exports exactly the Prometheus
+// names redlockotel's metrics take through an OpenTelemetry Prometheus
+// exporter: one set, listed in redlockotel/testdata/prometheus-names.txt
+// (checked on redlockotel's side too).
+func TestMetricsNamesShared(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "redlockotel", "testdata", "prometheus-names.txt"))
+	require.NoError(t, err)
+	var want []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			want = append(want, line)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, 3)
+	require.NoError(t, err)
+	ctx := context.Background()
+	feedEvents(m)
+	for _, e := range []redlock.Event{
+		{Kind: redlock.EventReleaseEnd, Resource: "r"},
+		{Kind: redlock.EventAcquireEnd, Op: "acquire", Resource: "r", Count: 1, Waited: time.Millisecond, Latency: time.Second},
+		{Kind: redlock.EventNodeCall, Node: "127.0.0.1:6379", Op: "acquire", Vote: redlock.VoteGranted},
+		{Kind: redlock.EventLeaseEnd, Err: redlock.ErrLeaseReleased},
+	} {
+		m.ObserveContext(ctx, e)
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var got []string
+	for _, f := range families {
+		got = append(got, f.GetName())
+	}
+	slices.Sort(got)
+	require.Equal(t, want, got)
 }
