@@ -15,7 +15,7 @@ import (
 )
 
 // maxMessage caps a message on stderr; node errors can be long.
-const maxMessage = 600
+const maxMessage = 1000
 
 // oneLine returns err's message on one line, without the library's
 // repeated "redlock: " prefixes and sentinel chains.
@@ -28,10 +28,12 @@ func oneLine(err error) string {
 	return clip(strings.Join(strings.Fields(msg), " "))
 }
 
-// clip shortens s to maxMessage bytes.
+// clip shortens s to maxMessage bytes by cutting its middle: the head
+// says what failed, the tail what to do about it, and both stay.
 func clip(s string) string {
 	if len(s) > maxMessage {
-		return s[:maxMessage-3] + "..."
+		head := maxMessage * 2 / 3
+		return s[:head] + " ... " + s[len(s)-(maxMessage-head-5):]
 	}
 	return s
 }
