@@ -15,6 +15,9 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # once starve each other.
 # -vet=off: make vet has run the whole of go vet already.
 TEST_FLAGS := -race -count=1 -timeout 15m -vet=off
+# Go modules of their own in this repository (so the root go.mod stays free
+# of pgx and etcd): make test vets, tidies and tests them in test-checks.
+SUBMODULES := fencing/pgfence fencing/etcdfence examples/dispatch
 HEAVY_PKGS := ./redlock/ ./internal/cli/
 test: vet tidy
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-chaos test-checks
@@ -25,20 +28,27 @@ test-chaos:
 	$(GO) test $(TEST_FLAGS) ./chaos/
 	$(GO) test $(TEST_FLAGS) ./testutil/
 test-checks: staticcheck
+	cd redlockotel && $(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
 	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/testutil$$' -e '/redlock$$' -e '/internal/cli$$')
+	@# The modules of their own (pgx, etcd), each on its real server.
+	@set -e; for m in $(SUBMODULES); do echo "cd $$m && go mod tidy -diff && go vet && staticcheck && go test"; \
+		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test $(TEST_FLAGS) ./...); done
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	cd redlockotel && $(GO) vet ./...
 
 staticcheck:
 	$(STATICCHECK) ./...
+	cd redlockotel && $(STATICCHECK) ./...
 
 # go.mod and go.sum are tidy, in the root module and in bench/.
 tidy:
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
+	cd redlockotel && $(GO) mod tidy -diff
 
 # The quick loop: go test -short, miniredis only. Every test that starts a
 # real redis-server skips under -short (testutil.RedisServerPath), even with

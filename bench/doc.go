@@ -26,6 +26,12 @@
 // shares, attempts and overlaps, which fail the benchmark. Run them with
 // -benchtime 1x (make bench-procs).
 //
+// Issue 36's matrix (N = 1, 3, 5 × 1, 64, 256 goroutines; ours over go-redis
+// and over the rueidisnode module, go-redsync, bsm/redislock, rueidislock
+// and both floors; ratios within interleaved rounds, p50/p99, client and
+// server CPU per op, allocations, AcquireAll of 8) is a command, not a
+// benchmark: `go run ./cmd/matrix` (12-14 minutes on a loaded 2-core machine; see its doc comment).
+//
 // The servers run without persistence ("appendonly no") unless -bench.aof
 // is given, which keeps testutil's AOF with appendfsync always.
 package bench

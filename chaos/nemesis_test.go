@@ -129,7 +129,16 @@ var (
 	majorityDown = nemesis{"majority-down", func(ctx context.Context, e *env, rng *rand.Rand) error {
 		nodes, d := pick(rng, 3), between(rng, 500*time.Millisecond, 2*time.Second)
 		if rng.IntN(2) == 0 {
-			return e.kill(ctx, "majority-killed", nodes, d, true)
+			if err := e.kill(ctx, "majority-killed", nodes, d, true); err != nil {
+				return err
+			}
+			// Safety v4: every restart takes a new replication id, so the
+			// restarted majority sits out the rejoin delay (checked as an
+			// outage), and the clients get one to two delays of work.
+			now := e.h.Now()
+			e.lost("majority-restarted", nodes, now, now)
+			hold(ctx, between(rng, e.rejoinDelay(), 2*e.rejoinDelay()))
+			return nil
 		}
 		return e.pause(ctx, "majority-paused", nodes, d, true)
 	}}

@@ -248,6 +248,9 @@ type env struct {
 	holdingLong [clients]atomic.Int64
 	strikes     atomic.Int64
 	failedOver  atomic.Bool
+	// semGranted closes at the run's first semaphore lease (semOnce).
+	semGranted chan struct{}
+	semOnce    sync.Once
 
 	net     *netTopo     // sc.netns
 	proxies []*proxy     // sc.proxied, per node
@@ -285,7 +288,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	if duration < sc.minDuration {
 		duration = sc.minDuration
 	}
-	e := &env{t: t, sc: sc}
+	e := &env{t: t, sc: sc, semGranted: make(chan struct{})}
 	for range clients {
 		lo, hi := 300, 800
 		if sc.leaseMs[1] > 0 {
@@ -297,8 +300,9 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	t.Logf("leases %v, %d of %d clients stall", e.leases, sc.stallers, clients)
 
 	e.h = chaos.NewHistory()
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	extended := e.endRun(ctx, cancel, duration)
 
 	var clientsDone sync.WaitGroup
 	for i := range clients {
@@ -313,6 +317,9 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	}()
 	<-nemesisDone
 	clientsDone.Wait()
+	if d := <-extended; d > 0 {
+		t.Logf("the run went on %v past its %v: no semaphore lease had been granted yet (a loaded machine)", d.Round(time.Millisecond), duration)
+	}
 	e.healAll()
 	e.finalRead()
 
@@ -346,7 +353,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 		t.Errorf("no client stalled: the run did not test fencing")
 	}
 	if rep.SemAcquired == 0 {
-		t.Errorf("no semaphore lease was granted: the run did not test the semaphore")
+		t.Errorf("no semaphore lease was granted, even %v past the run's %v: the run did not test the semaphore", workloadGrace(duration), duration)
 	}
 	for _, k := range sc.wantFaults {
 		if rep.FaultKinds[k] == 0 {
@@ -364,6 +371,52 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 		t.Errorf("%d violations of the lock's guarantees", n)
 	}
 	return rep
+}
+
+// workloadGrace bounds how long a run goes on past its duration while its
+// workload has not run (no semaphore lease granted yet): as long again as
+// the run, at least 20 s.
+func workloadGrace(duration time.Duration) time.Duration {
+	return max(duration, 20*time.Second)
+}
+
+// endRun ends the run (cancel) once duration has passed and a semaphore
+// lease has been granted, or workloadGrace(duration) after duration if
+// none has: on a loaded machine the clients' first grants can come late
+// (servers just started sit out their rejoin delay, every call is slow),
+// and a run that tested nothing because of load must go on rather than
+// fail, while a semaphore that grants nothing within the bound still fails
+// the check. The channel it returns gets how long the run went on past
+// duration once it ended.
+func (e *env) endRun(ctx context.Context, cancel context.CancelFunc, duration time.Duration) <-chan time.Duration {
+	extended := make(chan time.Duration, 1)
+	go func() {
+		defer cancel()
+		over := time.NewTimer(duration)
+		defer over.Stop()
+		select {
+		case <-over.C:
+		case <-ctx.Done():
+			extended <- 0
+			return
+		}
+		start := time.Now()
+		select {
+		case <-e.semGranted:
+			extended <- 0
+			return
+		default:
+		}
+		bound := time.NewTimer(workloadGrace(duration))
+		defer bound.Stop()
+		select {
+		case <-e.semGranted:
+		case <-bound.C:
+		case <-ctx.Done():
+		}
+		extended <- time.Since(start)
+	}()
+	return extended
 }
 
 // startNodes starts the lock nodes and the resource server (skipping the
@@ -678,6 +731,7 @@ func (e *env) semWorker(ctx context.Context, id int, locker *redlock.Locker, rng
 			continue
 		}
 		acquired := h.Now()
+		e.semOnce.Do(func() { close(e.semGranted) })
 		d := between(rng, 20*time.Millisecond, 100*time.Millisecond)
 		if rng.Float64() < semLongHold {
 			d = between(rng, ttl/2, ttl*3/2)

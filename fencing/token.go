@@ -19,6 +19,13 @@
 //
 // Every stale rejection is a *StaleError (possibly wrapped), which matches
 // ErrStaleToken under errors.Is and reports the highest token accepted.
+//
+// Beyond this package: fencing/pgfence (PostgreSQL, over pgx) and
+// fencing/etcdfence (etcd) are Go modules of their own, so that a user of
+// the lock alone downloads neither client; fencing/fencetest is the
+// conformance kit every fence here passes, for checking your own; and
+// docs/fencing.md shows how to fence each kind of resource, S3, GCS and
+// DynamoDB included.
 package fencing
 
 import (

@@ -4,46 +4,137 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
 )
 
-// The plain Redlock path: one attempt fans the acquire out to every node,
-// tallies the answers until a majority decides, confirms the fencing token
-// and makes the lease (docs/design.md §5, §6, §7). How an Acquire waits
-// between attempts, and what its wait queue adds to an attempt, is its
-// waiting's business (wait.go): the attempt only calls its hooks.
+// The attempt engine, one for every lock kind: one attempt fans a request
+// out to every node, tallies the votes until a majority decides, confirms
+// each lease's fencing token and makes the leases (docs/design.md §5, §6,
+// §7), or cleans a failed attempt up. A request makes one lease (a mutex,
+// a read-write lock's writer or reader, a semaphore's slot) or many at
+// once (AcquireAll): each node grants all of them or none. How a caller
+// waits between attempts is its waiting's business (wait.go): the attempt
+// only calls its hooks.
+
+// request is what one attempt asks of the nodes: the leases it makes
+// (fresh, with their keys and tokens) and the node call that asks node i
+// for all of them. resource names the request in reports (Event,
+// AcquireError), name in error texts. strict makes a failed attempt hear
+// every node (within NodeCallTimeout) before its clean-up, so that it
+// returns with nothing held on the nodes that answered by then
+// (TryAcquireAll).
+type request struct {
+	resource, name string
+	leases         []*Lease
+	call           func(ctx context.Context, i int) (vote, error)
+	strict         bool
+}
+
+// vote is one node's answer to an attempt, whatever the lock kind and its
+// script's reply: the one reply family the engine reads.
+type vote struct {
+	ok bool
+	// counters holds each lease's fence counter, by the request's order,
+	// when ok.
+	counters []fencing.Token
+	// left is the least time a lock had left where the lease's token
+	// already held it (a client-side retry of a call that was applied); 0
+	// when every grant is new.
+	left time.Duration
+	// holderTTL is the refusing holder's remaining time (negative: no
+	// expiry; for a rejoining node, the time it still sits out); reason
+	// says why the node refused when it was not a holder.
+	holderTTL time.Duration
+	reason    string
+}
+
+// parseVote decodes the reply family of the granting scripts (what names
+// the script in errors): {1, c1, pttl1, ..., ck, pttlk} grants k locks,
+// each with its fence counter (a canonical decimal) and the time it had
+// left when the caller's token already held it (0 for a new grant; one
+// lock may leave it out); {3, ms, why} is a node sitting out after a loss
+// of data (parseSitOut); {0, pttl, ...} is a refusal by a holder with
+// pttl left, whose reason refusal reads from the script's own fields.
+func parseVote(reply any, k int, what string, refusal func(vals []any) (reason string, ok bool)) (vote, error) {
+	bad := fmt.Errorf("%w: %s reply %s", errBadReply, what, describeReply(reply))
+	vals, ok := reply.([]any)
+	if !ok || len(vals) < 2 {
+		return vote{}, bad
+	}
+	var v vote
+	switch vals[0] {
+	case int64(3):
+		return sitOutGrant(reply, vals)
+	case int64(1):
+		v, ok = parseGrants(vals[1:], k)
+	case int64(0):
+		ms, isInt := vals[1].(int64)
+		v.holderTTL = pttl(ms)
+		v.reason, ok = refusal(vals)
+		ok = ok && isInt
+	default:
+		ok = false
+	}
+	if !ok {
+		return vote{}, bad
+	}
+	return v, nil
+}
+
+// parseGrants decodes k pairs {counter, pttl} (a single lock's pttl may be
+// left out) into a granting vote.
+func parseGrants(vals []any, k int) (vote, bool) {
+	if len(vals) != 2*k && (k != 1 || len(vals) != 1) {
+		return vote{}, false
+	}
+	v := vote{ok: true, counters: make([]fencing.Token, k)}
+	for j := range k {
+		s, isStr := vals[2*j].(string)
+		c, err := fencing.ParseToken(s)
+		ms, isInt := int64(0), true
+		if 2*j+1 < len(vals) {
+			ms, isInt = vals[2*j+1].(int64)
+		}
+		if !isStr || !isInt || err != nil || ms < 0 {
+			return vote{}, false
+		}
+		v.counters[j] = c
+		if left := time.Duration(ms) * time.Millisecond; ms > 0 && (v.left == 0 || left < v.left) {
+			v.left = left
+		}
+	}
+	return v, true
+}
+
+// multiGrant is multi.go's and replies.go's name for a vote (an
+// AcquireAll node call's answer).
+type multiGrant = vote
 
 // outcome is what one attempt heard from the nodes: who granted (with
-// their fence counters), who refused and why, who failed or stayed silent,
-// and what the refusals said of the wait queue. err is the attempt's
-// report, the error Acquire returns when it gives up.
+// their votes), who refused and why, who failed or stayed silent. err is
+// the attempt's report, the error Acquire returns when it gives up.
 type outcome struct {
 	start                     time.Time
 	granted, answered, unsure []int
-	// handed lists the nodes whose lock is held by the caller's place (a
-	// hand-over the caller had not heard of); counters holds the fence
-	// counters of the granted and handed nodes, by node index.
-	handed   []int
-	counters []fencing.Token
-	// left is the least time left of a lock the attempt's token already
-	// held (a client-side retry of a call that was applied); 0 for none.
+	// votes holds the granting nodes' votes, by node index.
+	votes []vote
+	// left is the least time left of a lock the attempt's tokens already
+	// held; 0 for none.
 	left time.Duration
 	// silent counts the nodes that had not answered when the attempt was
 	// decided; rejoining the refusals of nodes within their rejoin delay.
 	silent, rejoining int
-	// others counts the refusals that were not hand-overs to the caller.
-	others int
-	queue  queueView
-	err    AcquireError
+	err               AcquireError
 }
 
 // newOutcome returns an empty outcome for n nodes, its index slices
 // sharing one backing array.
 func newOutcome(resource string, needed, n int) *outcome {
 	idx := make([]int, 3*n)
-	o := &outcome{start: time.Now(), counters: make([]fencing.Token, n)}
+	o := &outcome{start: time.Now(), votes: make([]vote, n)}
 	o.granted, o.answered, o.unsure = idx[0:0:n], idx[n:n:2*n], idx[2*n:2*n]
 	o.err = AcquireError{Resource: resource, Needed: needed, Total: n}
 	return o
@@ -51,118 +142,122 @@ func newOutcome(resource string, needed, n int) *outcome {
 
 // note records one node's answer, without reporting it: for answers that
 // arrive after the verdict.
-func (o *outcome) note(r reply[grant]) {
+func (o *outcome) note(r reply[vote]) {
 	o.answered = append(o.answered, r.idx)
 	switch {
 	case r.err != nil:
 		o.unsure = append(o.unsure, r.idx)
-	case r.val.OK:
+	case r.val.ok:
 		o.granted = append(o.granted, r.idx)
-		o.counters[r.idx] = r.val.Counter
+		o.votes[r.idx] = r.val
 		if r.val.left > 0 && (o.left == 0 || r.val.left < o.left) {
 			o.left = r.val.left
 		}
-	case r.val.handed:
-		o.handed = append(o.handed, r.idx)
-		o.counters[r.idx] = r.val.Counter
 	}
 }
 
 // add records one node's answer in the outcome and its report, and tells
 // whether the attempt is decided: a majority granted, or so many did not
 // that no majority can.
-func (o *outcome) add(l *Locker, r reply[grant]) bool {
+func (o *outcome) add(l *Locker, r reply[vote]) bool {
 	o.note(r)
 	switch {
 	case r.err != nil:
 		o.err.NodeErrors = append(o.err.NodeErrors, r.err)
-	case !r.val.OK:
-		reason := r.val.Reason
-		if r.val.handed {
-			reason = handedReason
-		}
+	case !r.val.ok:
 		refusal := l.nodes[r.idx].Addr()
-		if reason != "" {
-			refusal += " (" + reason + ")"
+		if r.val.reason != "" {
+			refusal += " (" + r.val.reason + ")"
 		}
 		o.err.Refused = append(o.err.Refused, refusal)
-		if !r.val.handed {
-			o.others++
-		}
-		o.queue.add(r.val)
-		if rejoiningRefusal(reason) {
+		if rejoiningRefusal(r.val.reason) {
 			o.rejoining++
 		}
-		if r.val.HolderTTL < 0 || (o.err.HolderTTL >= 0 && r.val.HolderTTL > o.err.HolderTTL) {
-			o.err.HolderTTL = r.val.HolderTTL
+		if r.val.holderTTL < 0 || (o.err.HolderTTL >= 0 && r.val.holderTTL > o.err.HolderTTL) {
+			o.err.HolderTTL = r.val.holderTTL
 		}
 	}
 	n := len(l.nodes)
 	return len(o.granted) >= l.quorum || n-(len(o.answered)-len(o.granted)) < l.quorum
 }
 
-// attempt makes one acquisition attempt under w's hooks (TryAcquire:
-// noWait). It returns the lease, or the outcome and the error to report:
-// the outcome's *AcquireError, or nil outcome for a Locker that is closed
-// or a context that ended.
-func (l *Locker) attempt(ctx context.Context, resource string, w attemptHooks) (*Lease, *outcome, error) {
+// attempt makes one acquisition attempt of rq under w's hooks (noWait:
+// nobody waits behind it). It returns the leases, or the outcome and the
+// error to report: the outcome's *AcquireError, or nil outcome for a
+// Locker that is closed or a context that ended.
+func (l *Locker) attempt(ctx context.Context, rq request, w attemptHooks) ([]*Lease, *outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("redlock: acquire %q: %w", resource, err)
+		return nil, nil, fmt.Errorf("redlock: acquire %s: %w", rq.name, err)
 	}
 	if !l.enter() {
 		return nil, nil, ErrClosed
 	}
 	defer l.bg.Done()
-	ls := newLease(l, resource, newToken())
-	o := newOutcome(resource, l.quorum, len(l.nodes))
-	ls.validUntil = o.start.Add(l.cfg.validity())
-	r := l.ask(ctx, ls, o, w)
-	token, failure := l.decide(ctx, ls, o, r)
-	l.emit(Event{Kind: EventAttempt, Resource: resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
+	ctx = l.begin(ctx, Event{Kind: EventAttemptStart, Resource: rq.resource, Total: len(l.nodes)})
+	o := newOutcome(rq.resource, l.quorum, len(l.nodes))
+	r := l.ask(ctx, rq, o, w)
+	fences, failure := l.decide(ctx, rq, o, r)
+	l.emitCtx(ctx, Event{Kind: EventAttempt, Resource: rq.resource, Granted: len(o.granted), Total: len(l.nodes), Latency: time.Since(o.start), Err: failure})
 	if failure != nil {
-		l.fail(ctx, ls, o, r, w)
+		l.fail(ctx, rq, o, r, w)
 		if !isReport(failure) {
 			return nil, nil, failure // ctx ended
 		}
 		return nil, o, failure
 	}
-	w.granted(ls)
-	if !l.establish(ls, o.granted, token) {
-		<-l.cleanup(ls, r.replies, append(o.granted, o.unsure...), o.answered)
-		return nil, nil, ErrClosed
+	for k, ls := range rq.leases {
+		w.granted(ls)
+		if !l.establish(ls, o.granted, fences[k]) {
+			for _, m := range rq.leases[:k] {
+				_ = m.Release(context.Background())
+			}
+			<-l.cleanup(rq.leases[k:], r.replies, append(o.granted, o.unsure...), o.answered)
+			return nil, nil, ErrClosed
+		}
 	}
-	return ls, nil, nil
+	return rq.leases, nil, nil
 }
 
 // round is an attempt's fan-out: the answers still to read, the deadline
 // (NodeCallTimeout), how many were read and whether time ran out.
 type round struct {
-	replies  <-chan reply[grant]
+	replies  <-chan reply[vote]
 	deadline <-chan struct{}
 	received int
 	timedOut bool
 }
 
-// ask fans the acquire out to every node and reads the answers into o
-// until the attempt is decided (and as long as w wants to listen after).
-// Node calls run on their own context so that the caller's cancellation
-// after success does not cut short calls still pending; the fan-out bounds
-// them by NodeCallTimeout, which is below the validity, and a client that
-// ignores context deadlines does not hold the attempt up past it: the
-// unanswered nodes count as failed.
-func (l *Locker) ask(ctx context.Context, ls *Lease, o *outcome, w attemptHooks) round {
+// ask fans rq out to every node and reads the answers into o until the
+// attempt is decided (and as long as w wants to listen after), then sets
+// the leases' validity. Node calls run on their own context so that the
+// caller's cancellation after success does not cut short calls still
+// pending; the fan-out bounds them by NodeCallTimeout, which is below the
+// validity, and a client that ignores context deadlines does not hold the
+// attempt up past it: the unanswered nodes count as failed. Every lease
+// counts every call in its acquiring: none is released before they end.
+func (l *Locker) ask(ctx context.Context, rq request, o *outcome, w attemptHooks) round {
 	n := len(l.nodes)
-	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, step: l.seedStep, queue: w.queue()}
-	a.prepare()
+	first, call := rq.leases[0], rq.call
+	if rest := rq.leases[1:]; len(rest) > 0 {
+		for _, ls := range rest {
+			ls.acquiring.Add(n)
+		}
+		call = func(ctx context.Context, i int) (vote, error) {
+			defer func() {
+				for _, ls := range rest {
+					ls.acquiring.Done()
+				}
+			}()
+			return rq.call(ctx, i)
+		}
+	}
 	var r round
-	r.replies, r.deadline = fanout(l, context.WithoutCancel(ctx), "acquire", l.allIdxs(), &ls.acquiring, func(ctx context.Context, i int) (grant, error) {
-		return l.acquireOn(ctx, i, a)
-	})
-	w.started(startedCalls{at: o.start, wg: &ls.acquiring, over: r.deadline})
-	r.received, r.timedOut = gather(ctx, r.replies, r.deadline, n, func(rp reply[grant]) bool { return o.add(l, rp) })
+	r.replies, r.deadline = fanout(l, context.WithoutCancel(ctx), "acquire", l.allIdxs(), &first.acquiring, call)
+	w.started(startedCalls{at: o.start, wg: &first.acquiring, over: r.deadline})
+	r.received, r.timedOut = gather(ctx, r.replies, r.deadline, n, func(rp reply[vote]) bool { return o.add(l, rp) })
 	if d := w.listen(o); d > 0 && r.received < n && !r.timedOut && ctx.Err() == nil {
 		brief, cancel := context.WithTimeout(context.Background(), d)
-		more, _ := gather(ctx, r.replies, brief.Done(), n-r.received, func(rp reply[grant]) bool {
+		more, _ := gather(ctx, r.replies, brief.Done(), n-r.received, func(rp reply[vote]) bool {
 			o.add(l, rp)
 			return false
 		})
@@ -170,55 +265,99 @@ func (l *Locker) ask(ctx context.Context, ls *Lease, o *outcome, w attemptHooks)
 		r.received += more
 	}
 	o.silent = n - r.received
+	validUntil := o.start.Add(l.validity)
 	if o.left > 0 {
 		// Where our token already held the lock, it keeps it only for
 		// what it had left.
-		if t := o.start.Add(o.left - l.cfg.drift()); t.Before(ls.validUntil) {
-			ls.validUntil = t
-		}
+		validUntil = minTime(validUntil, o.start.Add(o.left-l.drift))
+	}
+	for _, ls := range rq.leases {
+		ls.validUntil = validUntil
 	}
 	return r
 }
 
-// decide gives the attempt's verdict: the lease's fencing token, or why
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// decide gives the attempt's verdict: each lease's fencing token, or why
 // it failed (the outcome's report, or ctx's error).
-func (l *Locker) decide(ctx context.Context, ls *Lease, o *outcome, r round) (fencing.Token, error) {
+func (l *Locker) decide(ctx context.Context, rq request, o *outcome, r round) ([]fencing.Token, error) {
 	ae := &o.err
 	ae.Granted = len(o.granted)
 	switch {
 	case ctx.Err() != nil:
-		return 0, fmt.Errorf("redlock: acquire %q: %w", ls.resource, ctx.Err())
+		return nil, fmt.Errorf("redlock: acquire %s: %w", rq.name, ctx.Err())
 	case r.timedOut:
 		ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", len(l.nodes)-r.received, l.cfg.NodeCallTimeout))
 	}
 	if len(o.granted) < l.quorum {
-		return 0, ae.finish(o.rejoining)
+		return nil, ae.finish(o.rejoining)
 	}
-	token, err := ls.confirmFence(ctx, o.granted, o.counters, ls.validUntil, ae)
-	if err == nil && !time.Now().Before(ls.validUntil) {
+	validUntil := rq.leases[0].validUntil
+	fences, err := l.confirmAll(ctx, rq.leases, o, validUntil)
+	if err == nil && !time.Now().Before(validUntil) {
 		ae.Reason = "validity elapsed during the attempt"
 		err = ae.finish(o.rejoining)
 	}
-	return token, err
+	return fences, err
+}
+
+// confirmAll settles each lease's fencing token (confirmFence) from the
+// granting nodes' counters, the leases at once.
+func (l *Locker) confirmAll(ctx context.Context, leases []*Lease, o *outcome, validUntil time.Time) ([]fencing.Token, error) {
+	fences := make([]fencing.Token, len(leases))
+	errs := make([]error, len(leases))
+	reports := make([]AcquireError, len(leases))
+	var wg sync.WaitGroup
+	for k, ls := range leases {
+		byNode := make([]fencing.Token, len(l.nodes))
+		for _, i := range o.granted {
+			byNode[i] = o.votes[i].counters[k]
+		}
+		reports[k] = o.err
+		confirm := func() { fences[k], errs[k] = ls.confirmFence(ctx, o.granted, byNode, validUntil, &reports[k]) }
+		if len(leases) == 1 {
+			confirm()
+		} else {
+			wg.Go(confirm)
+		}
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if err != nil {
+			if isReport(err) {
+				o.err = reports[k]
+				return nil, &o.err
+			}
+			return nil, err
+		}
+	}
+	return fences, nil
 }
 
 // fail cleans a failed attempt up: it lets the calls still running that
-// may hold our lock answer (within the attempt's NodeCallTimeout), so that
-// the clean-up covers them and a retry does not find our leftovers (a busy
-// lock, nothing granted, answers at once); w may take grants over; the
-// caller then waits for the nodes that answered and may hold the lock, not
-// for the others (a paused node never holds it up).
-func (l *Locker) fail(ctx context.Context, ls *Lease, o *outcome, r round, w attemptHooks) {
-	if len(o.granted)+len(o.unsure) > 0 && !r.timedOut && ctx.Err() == nil {
-		gather(ctx, r.replies, r.deadline, len(l.nodes)-r.received, func(rp reply[grant]) bool {
+// may hold our locks answer (within the attempt's NodeCallTimeout; every
+// call for a strict request), so that the clean-up covers them and a
+// retry does not find our leftovers (a busy lock, nothing granted, answers
+// at once); w may take grants over; the caller then waits for the nodes
+// that answered and may hold the locks, not for the others (a paused node
+// never holds it up).
+func (l *Locker) fail(ctx context.Context, rq request, o *outcome, r round, w attemptHooks) {
+	if (rq.strict || len(o.granted)+len(o.unsure) > 0) && !r.timedOut && ctx.Err() == nil {
+		gather(ctx, r.replies, r.deadline, len(l.nodes)-r.received, func(rp reply[vote]) bool {
 			o.note(rp)
 			return false
 		})
 	}
-	kept := w.failed(ctx, o, ls.token)
+	kept := w.failed(ctx, o, rq.leases[0].token)
 	mayHold := slices.DeleteFunc(append(slices.Clone(o.granted), o.unsure...), func(i int) bool { return slices.Contains(kept, i) })
 	select {
-	case <-l.cleanup(ls, r.replies, mayHold, o.answered):
+	case <-l.cleanup(rq.leases, r.replies, mayHold, o.answered):
 	case <-ctx.Done():
 	}
 }
@@ -309,38 +448,41 @@ func (ls *Lease) confirmFence(ctx context.Context, granted []int, counters []fen
 }
 
 // cleanup removes a failed attempt's partial grants, in the background:
-// at once on the nodes in now (those that granted, or failed with an
-// unknown outcome), and on each node that had not answered once its call
-// has ended, so that no late grant outlives the attempt. Nodes that
-// answered with a refusal hold nothing of ours, in time or late: the late
-// answers still in replies spare those nodes a call. The clean-up hands no
-// lock over, it only names the head of each node's queue: a split vote frees
-// the lock on several nodes at once, usually while the waiters it queued
-// do not yet agree on their tickets, and handing each node's lock to its
-// own head would leave each with a minority. The channel it returns is
-// closed when the nodes in now are clean. It must be called while the
-// attempt holds its count in l.bg (enter).
-func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered []int) <-chan struct{} {
-	ls.cancel(ErrLeaseReleased)
+// every lease is released at once on the nodes in now (those that
+// granted, or failed with an unknown outcome), and on each node that had
+// not answered once its call has ended, so that no late grant outlives
+// the attempt. Nodes that answered with a refusal hold nothing of ours, in
+// time or late: the late answers still in replies spare those nodes a
+// call. The clean-up hands no lock over, it only names the head of each
+// node's queue: a split vote frees the lock on several nodes at once,
+// usually while the waiters it queued do not yet agree on their tickets,
+// and handing each node's lock to its own head would leave each with a
+// minority. The channel it returns is closed when the nodes in now are
+// clean. It must be called while the attempt holds its count in l.bg
+// (enter).
+func (l *Locker) cleanup(leases []*Lease, replies <-chan reply[vote], now, answered []int) <-chan struct{} {
+	for _, ls := range leases {
+		ls.cancel(ErrLeaseReleased)
+	}
 	quick := make(chan struct{})
-	a := releaseArgs{keys: ls.keys, token: ls.token}
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
-		ctx := context.Background() // each call is bounded by NodeCallTimeout
 		if len(now) > 0 {
-			l.releaseOn(ctx, now, a, allAnswers, namingHeads)
+			l.releaseAll(leases, now)
 		}
 		close(quick)
 		if len(answered) == len(l.nodes) {
 			return
 		}
-		ls.acquiring.Wait()
+		for _, ls := range leases {
+			ls.acquiring.Wait()
+		}
 		// Every call has ended, so every answer not yet read is in
 		// replies.
 		refused := make([]bool, len(l.nodes))
 		for len(replies) > 0 {
-			if r := <-replies; r.err == nil && !r.val.OK {
+			if r := <-replies; r.err == nil && !r.val.ok {
 				refused[r.idx] = true
 			}
 		}
@@ -351,8 +493,25 @@ func (l *Locker) cleanup(ls *Lease, replies <-chan reply[grant], now, answered [
 			}
 		}
 		if len(rest) > 0 {
-			l.releaseOn(ctx, rest, a, allAnswers, namingHeads)
+			l.releaseAll(leases, rest)
 		}
 	}()
 	return quick
+}
+
+// releaseAll releases the leases' locks on the nodes idxs, the leases at
+// once, each call bounded by NodeCallTimeout (bareRelease).
+func (l *Locker) releaseAll(leases []*Lease, idxs []int) {
+	ctx := context.Background()
+	if len(leases) == 1 {
+		l.releaseOn(ctx, idxs, newBareRelease(releaseArgs{keys: leases[0].keys, token: leases[0].token}), allAnswers)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ls := range leases {
+		wg.Go(func() {
+			l.releaseOn(ctx, idxs, newBareRelease(releaseArgs{keys: ls.keys, token: ls.token}), allAnswers)
+		})
+	}
+	wg.Wait()
 }

@@ -22,12 +22,28 @@ import (
 // that queued meanwhile (up to batchMax calls) as one pipeline.
 //
 // Every call stays bounded by its own context: a caller waiting in the
-// queue or for a pipeline in flight returns when its context ends, a
-// queued call whose caller left is taken out of the queue, and a pipeline
-// runs under the latest deadline of its calls. A node that hangs holds up
-// only its own calls (each node has its own batcher), and at most
-// batchPending calls are queued or in flight per node: beyond that, callers
-// wait for room, again bounded by their contexts.
+// queue returns when its context ends, and its call is taken out of the
+// queue; a caller whose call is in flight returns when its context ends
+// too, unless the call can grant (below). A node that hangs holds up only
+// its own calls (each node has its own batcher), and at most batchPending
+// calls are queued or in flight per node: beyond that, callers wait for
+// room, again bounded by their contexts.
+//
+// Nothing is written after its caller's deadline (Safety v4, rule 5;
+// docs/design.md §6): a round trip waits for a connection (or dials one)
+// only until the earliest deadline of its calls, a pipeline takes only the
+// calls whose deadline has not passed, and so does the NOSCRIPT retry
+// (EVAL after EVALSHA): the others keep their NOSCRIPT reply, a certain
+// "did not run". A call that can grant (scripts.Grants, Rehold) and was
+// written may still run on the server after its caller's deadline: its
+// connection is read on to its reply (for half as long again as the call
+// had, at most: replyBound), and its caller waits for that reply instead of
+// leaving at its deadline, so that the Locker's clean-up, which waits for
+// its calls to end (attempt.go: cleanup), comes after a late grant and
+// releases it. Were the connection closed at the deadline instead (go-redis
+// closes a connection whose read timed out), the server would still run
+// the call, in an order that no later call on another connection is sure
+// to follow.
 
 const (
 	// batchFlushers bounds the round trips in flight on one node at once
@@ -41,7 +57,10 @@ const (
 
 // evalCall is one Eval waiting in a batcher's queue or in a pipeline.
 type evalCall struct {
-	ctx    context.Context
+	ctx context.Context
+	// until bounds the wait for the call's reply once it is written: its
+	// deadline and as long again (zero: no deadline).
+	until  time.Time
 	script *scripts.Script
 	keys   []string
 	args   []any
@@ -87,7 +106,13 @@ func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []strin
 		// go at once, alone, under the caller's own context.
 		b.flushing++
 		b.mu.Unlock()
-		reply, err := run(ctx, b.client, script, keys, args)
+		rctx := ctx
+		if waitsForReply(script) {
+			if until := replyBound(ctx); !until.IsZero() {
+				rctx = readOn{ctx, until}
+			}
+		}
+		reply, err := run(rctx, b.client, script, keys, args)
 		<-b.room
 		b.mu.Lock()
 		if len(b.queue) > 0 {
@@ -98,7 +123,7 @@ func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []strin
 		b.mu.Unlock()
 		return reply, err
 	}
-	c := &evalCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	c := &evalCall{ctx: ctx, until: replyBound(ctx), script: script, keys: keys, args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
@@ -117,7 +142,13 @@ func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []strin
 		return nil, ctx.Err()
 	}
 	b.mu.Unlock()
-	// In a pipeline: its flusher frees the call's room when it is back.
+	// In a pipeline: its flusher frees the call's room when it is back. A
+	// call that can grant waits for its reply, which the flusher reads
+	// until c.until at the latest.
+	if waitsForReply(script) {
+		<-c.done
+		return c.reply, c.err
+	}
 	select {
 	case <-c.done:
 		return c.reply, c.err
@@ -125,6 +156,43 @@ func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []strin
 		return nil, ctx.Err()
 	}
 }
+
+// waitsForReply reports whether a call of script, once written, is read
+// to its reply past its caller's deadline: the scripts that can grant a
+// lock (a late grant must be seen, so that the caller's clean-up releases
+// it after it ran).
+func waitsForReply(script *scripts.Script) bool {
+	return scripts.Grants(script) || script == scripts.Rehold
+}
+
+// replyBound is how long a written call's reply is waited for: ctx's
+// deadline, and half as long again as was left of it (zero when ctx has
+// none). A reply later still is given up: the call then ends by a closed
+// connection, and if the server ran it after all, a grant made so late
+// stays, granted to nobody, until its TTL (a lock kept busy, never two
+// holders).
+func replyBound(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	return d.Add(time.Until(d) / 2)
+}
+
+// readOn is the context a round trip runs under: it ends (Done, Err) when
+// its calls' time to be written ends, so that go-redis stops waiting for a
+// connection or dialling one, and nothing is written, after it; its
+// Deadline, which go-redis uses only for the socket's read and write
+// deadlines, is later, so that a round trip already written is read to
+// its reply. (go-redis sets the write deadline from it too: the write
+// follows the connection's hand-over at once.)
+type readOn struct {
+	context.Context
+	until time.Time
+}
+
+// Deadline implements context.Context: none for a zero until.
+func (c readOn) Deadline() (time.Time, bool) { return c.until, !c.until.IsZero() }
 
 // flush sends the queued calls as pipelines until the queue is empty. It
 // runs on a goroutine of its own, holding one of the node's flusher places.
@@ -156,35 +224,18 @@ func (b *batcher) flush() {
 
 // send runs batch as one pipeline of EVALSHAs, then the calls the server
 // answered NOSCRIPT as a pipeline of EVALs, and sets each call's reply or
-// error. Calls whose callers have left are skipped. The pipelines run under
-// the latest deadline of the calls (none if one has none), so that no call
-// is cut short by another's; each caller still returns by its own.
+// error. Calls whose callers have left, or whose deadlines have passed, are
+// not sent (the second pipeline included). Each pipeline is written only
+// before the earliest deadline of its calls and is read until the latest
+// of their reply bounds (none if one has no deadline), so that no call is
+// cut short by another's; a caller that cannot grant still returns by its
+// own deadline.
 func (b *batcher) send(batch []*evalCall) {
-	live := batch[:0:0]
-	var deadline time.Time
-	unbounded := false
-	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			continue
-		}
-		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok {
-			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
-		}
-	}
+	live := sendable(batch[:0:0], batch)
 	if len(live) == 0 {
 		return
 	}
-	ctx := context.WithoutCancel(live[0].ctx)
-	if !unbounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *evalCall) *redis.Cmd {
+	cmds := b.pipeline(live, func(ctx context.Context, p redis.Pipeliner, c *evalCall) *redis.Cmd {
 		return p.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 	})
 	var again []*evalCall
@@ -194,10 +245,12 @@ func (b *batcher) send(batch []*evalCall) {
 			again = append(again, c)
 		}
 	}
+	// Those whose deadline passed meanwhile keep their NOSCRIPT reply.
+	again = sendable(again[:0], again)
 	if len(again) == 0 {
 		return
 	}
-	cmds = b.pipeline(ctx, again, func(p redis.Pipeliner, c *evalCall) *redis.Cmd {
+	cmds = b.pipeline(again, func(ctx context.Context, p redis.Pipeliner, c *evalCall) *redis.Cmd {
 		return p.Eval(ctx, c.script.Source(), c.keys, c.args...)
 	})
 	for i, c := range again {
@@ -205,12 +258,29 @@ func (b *batcher) send(batch []*evalCall) {
 	}
 }
 
+// sendable appends to dst the calls whose contexts have not ended; the
+// others get their context's error. dst may share calls' array.
+func sendable(dst, calls []*evalCall) []*evalCall {
+	for _, c := range calls {
+		if err := c.ctx.Err(); err != nil {
+			if c.err == nil {
+				c.err = err // a NOSCRIPT reply stays
+			}
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
 // run runs script alone: EVALSHA, then EVAL when the server answers
 // NOSCRIPT (its script cache lacks the script: after a restart or SCRIPT
 // FLUSH).
 func run(ctx context.Context, c redis.Scripter, script *scripts.Script, keys []string, args []any) (any, error) {
 	cmd := c.EvalSha(ctx, script.Hash(), keys, args...)
-	if noScript(cmd.Err()) {
+	if noScript(cmd.Err()) && ctx.Err() == nil {
+		// Not after the deadline: the NOSCRIPT reply says the call did
+		// not run.
 		cmd = c.Eval(ctx, script.Source(), keys, args...)
 	}
 	return cmd.Result()
@@ -223,12 +293,40 @@ func noScript(err error) bool {
 }
 
 // pipeline queues one command per call with add and runs them as one
-// pipeline; each command carries its own reply or error.
-func (b *batcher) pipeline(ctx context.Context, calls []*evalCall, add func(redis.Pipeliner, *evalCall) *redis.Cmd) []*redis.Cmd {
+// pipeline; each command carries its own reply or error. The pipeline
+// waits for a connection only until the earliest deadline of its calls
+// (nothing is written after a call's deadline) and is read until the
+// latest of their reply bounds.
+func (b *batcher) pipeline(calls []*evalCall, add func(context.Context, redis.Pipeliner, *evalCall) *redis.Cmd) []*redis.Cmd {
+	var first, until time.Time
+	unbounded := false
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			unbounded = true
+			continue
+		}
+		if first.IsZero() || d.Before(first) {
+			first = d
+		}
+		if c.until.After(until) {
+			until = c.until
+		}
+	}
+	var ctx context.Context = context.WithoutCancel(calls[0].ctx)
+	if !first.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, first)
+		defer cancel()
+		if unbounded {
+			until = time.Time{}
+		}
+		ctx = readOn{ctx, until}
+	}
 	p := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = add(p, c)
+		cmds[i] = add(ctx, p, c)
 	}
 	_, _ = p.Exec(ctx) // the error is each failed command's own
 	return cmds

@@ -196,12 +196,10 @@ func (h handOver) args() [2]any {
 // handOver is what a node needs to hand a released lock over to the head
 // of its wait queue (scripts/queue.lua, q_give): the rejoin delay
 // (negative when the rule is off: the checks apply, nothing is waited) and
-// a non-empty step ("": no hand-over). durable is unused since Safety v4
-// (every restart sits out the delay).
+// a non-empty step ("": no hand-over).
 type handOver struct {
-	delay   time.Duration
-	durable bool
-	step    string
+	delay time.Duration
+	step  string
 	// built holds args() once built (Locker.handOver).
 	built [2]any
 }

@@ -13,9 +13,18 @@
 //   - Every process that locks the same resources uses the same node set. A
 //     node is an independent server (or Redis Cluster, or Sentinel-managed
 //     primary), never a replica of another node.
-//   - Nodes keep their data across restarts (AOF with appendfsync always) and
-//     never evict keys (maxmemory-policy noeviction). A node that comes back
-//     empty can grant a lock that is still held, and repeat a fencing token.
+//   - Persistence is optional. A node that may have lost data (any restart,
+//     with or without AOF or RDB; FLUSHALL or FLUSHDB; a failover) sits out
+//     Config.RejoinDelay before it grants again, so that every lease it
+//     forgot has expired first: set RejoinDelay to your longest lease. The
+//     price is that a restarted node is one vote short for that long, and a
+//     majority restarted at once grants nothing for that long (the Redlock
+//     paper's delayed restarts). Keep a lock's evidence from eviction:
+//     maxmemory-policy noeviction or a volatile-* policy; a node under an
+//     allkeys-* policy is refused.
+//   - Node clocks differ from each other by less than RejoinDelay; a node
+//     whose clock steps back is noticed while it keeps its data (see
+//     docs/design.md, section 6).
 //   - Work guarded by a lease stops when Lease.Context is done, and every
 //     write to the protected resource carries Lease.Fence, which the resource
 //     checks (package fencing). A holder paused past its lease cannot know it

@@ -218,9 +218,10 @@ func TestAHandOverShownGoneStopsCounting(t *testing.T) {
 	h, _ := l.handed(fw.p, fw.w)
 	require.Equal(t, []int{0}, h)
 
-	_, o, err := l.attempt(ctx, "gone", fw)
+	_, o, err := l.attempt(ctx, l.mutexRequest("gone", fw), fw)
 	require.ErrorIs(t, err, ErrNotAcquired)
-	require.Empty(t, o.handed)
+	handed, _, _ := fw.view(o)
+	require.Empty(t, handed)
 	h, _ = l.handed(fw.p, fw.w)
 	require.Empty(t, h, "the node refused for another holder, yet its hand-over still counts")
 

@@ -105,13 +105,3 @@ func TestAFullNodeDoesNotHandOver(t *testing.T) {
 	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
 	require.Equal(t, "6", s.Client().Get(ctx, handKey+":fence").Val())
 }
-
-// infoLine returns field's value in an INFO reply.
-func infoLine(info, field string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}

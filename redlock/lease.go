@@ -35,9 +35,10 @@ type Lease struct {
 	token   string
 	fence   fencing.Token
 	granted []string
-	// place is the fair Acquire's place in the wait queue, which the
-	// release removes from the nodes that did not grant ("" for none).
-	place string
+	// hooks are what the waiting that took the lease adds to its release
+	// and its end (wait.go): the Locker's own unless an Acquire's waiting
+	// gave its own.
+	hooks leaseHooks
 
 	// ctx is the lease's own cancel context; Context returns it wrapped in
 	// a leaseCtx, which also ends it when ValidUntil has passed.
@@ -58,17 +59,15 @@ type Lease struct {
 	// acquiring counts the acquisition's node calls still running; the lock
 	// is released only after they finish, so no late grant can outlive it.
 	acquiring sync.WaitGroup
-	// queuing are the node calls of the Acquire's earlier attempts that
-	// were still running when the lease was granted (a fair Acquire's):
-	// one that lands after the release, which removes the place, queues it
-	// again, so the lease leaves the queue once more after them.
-	queuing []startedCalls
 
 	mu            sync.Mutex
 	validUntil    time.Time
 	releaseCalled bool
 	orphaned      bool
 	ending        bool // Release, Orphan or a loss decided that the lease ends
+
+	// obs serves its events, when observed (observe.go); under mu.
+	obs leaseObs
 }
 
 func newLease(l *Locker, resource, token string) *Lease {
@@ -80,6 +79,7 @@ func newLease(l *Locker, resource, token string) *Lease {
 		key:      key,
 		keys:     lockKeys(key),
 		token:    token,
+		hooks:    l.hooks,
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -164,7 +164,8 @@ func (ls *Lease) checkValidity() {
 func (ls *Lease) lose(latency time.Duration) {
 	ls.cancel(ErrLeaseLost)
 	if context.Cause(ls.ctx) == ErrLeaseLost && ls.lost.CompareAndSwap(false, true) {
-		ls.locker.emit(ls.leaseEvent(Event{Kind: EventLost, Latency: latency, Err: ErrLeaseLost}))
+		ctx, at := ls.obsCtx()
+		ls.locker.emitCtx(ctx, ls.leaseEvent(Event{Kind: EventLost, Latency: latency, Held: held(at), Err: ErrLeaseLost}))
 	}
 }
 
@@ -180,7 +181,9 @@ func (ls *Lease) lose(latency time.Duration) {
 // NodeCallTimeouts and two backoff pauses. If a renewal is running and ctx
 // ends first, Release returns ctx's error and the release completes in the
 // background.
-func (ls *Lease) Release(ctx context.Context) error {
+func (ls *Lease) Release(ctx context.Context) (err error) {
+	ctx, began := ls.beginRelease(ctx)
+	defer ls.endRelease(ctx, began, &err)
 	ls.mu.Lock()
 	again, orphaned := ls.releaseCalled, ls.orphaned
 	ls.releaseCalled = true
@@ -252,34 +255,17 @@ func (ls *Lease) setValidUntil(t time.Time) {
 
 // releaseNodes deletes the lock on every node, announcing it to waiters,
 // and says how it went: nil when a majority released it. ctx bounds only
-// the retries of releaseAgain; it cancels no call.
+// the retries of releaseAgain; it cancels no call. The lease's hooks make
+// each node's call and hear its answer, and follow a release that a
+// majority confirmed (waking waiters, standing back).
 func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
-	t, h := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), ls.releaseArgs(), majorityYes, handingOver)
-	hs := []*heard{h}
-	t, hs = ls.releaseAgain(ctx, t, hs)
+	r := ls.hooks.release(releaseArgs{keys: ls.keys, token: ls.token, notify: ls.notify})
+	t := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), r, majorityYes)
+	t = ls.releaseAgain(ctx, t, r)
 	if t.yes >= l.quorum {
-		listeners, heads := 0, []string(nil)
-		for _, h := range hs {
-			h.mu.Lock()
-			listeners = max(listeners, h.listeners)
-			heads = append(heads, h.heads...)
-			h.mu.Unlock()
-		}
-		if l.fair {
-			// A waiter of this Locker that the nodes named the head of the
-			// queue need not wait for the announcements.
-			l.hub.wakeHeads(ls.key, heads)
-		} else {
-			// Without the nodes' queue, this Locker wakes its own next
-			// waiter (its own announcements then wake no one else) and
-			// stands back.
-			l.hub.released(ls.key, releaseID(ls.token))
-			if listeners > 0 {
-				l.noteRelease(ls.key, time.Since(start))
-			}
-		}
+		r.done(time.Since(start))
 	}
 	var err error
 	switch {
@@ -290,7 +276,8 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 		err = fmt.Errorf("%w; the lock expires by its TTL", l.verdict("release", ls.resource, t))
 	}
 	if context.Cause(ls.ctx) == ErrLeaseReleased {
-		l.emit(ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Err: err}))
+		_, at := ls.obsCtx()
+		l.emitCtx(ctx, ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Held: held(at), Err: err}))
 	}
 	return err
 }
@@ -310,12 +297,12 @@ const releaseRetries = 2
 // the first call ran without its answer arriving, handed the lock on, or
 // the node never held it. So nil means that a majority no longer hold the
 // lock under the lease's token; a lease that had been lost or had expired
-// is reported as such before any retry. It returns the merged tally and
-// every round's heard.
-func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally, []*heard) {
+// is reported as such before any retry. It returns the merged tally; r
+// hears every round.
+func (ls *Lease) releaseAgain(ctx context.Context, t tally, r releasing) tally {
 	l := ls.locker
 	if context.Cause(ls.ctx) != ErrLeaseReleased {
-		return t, hs
+		return t
 	}
 	var b backoff.BackOff // made on the first retry: most releases need none
 	for range releaseRetries {
@@ -331,16 +318,128 @@ func (ls *Lease) releaseAgain(ctx context.Context, t tally, hs []*heard) (tally,
 			break
 		}
 		if await(ctx, nil, wait) != nil {
-			return t, hs
+			return t
 		}
-		again, h := l.releaseOn(context.WithoutCancel(ctx), t.silent, ls.releaseArgs(), majorityYes, handingOver)
-		hs = append(hs, h)
+		again := l.releaseOn(context.WithoutCancel(ctx), t.silent, r, majorityYes)
 		t = tally{yes: t.yes + again.yes + again.no, no: t.no, errs: again.errs, silent: again.silent}
 	}
-	return t, hs
+	return t
 }
 
-// releaseArgs is the lease's release call.
-func (ls *Lease) releaseArgs() releaseArgs {
-	return releaseArgs{keys: ls.keys, token: ls.token, place: ls.place, notify: ls.notify}
+// A lease's lifecycle has one owner at a time and no goroutine of its own:
+// a timer runs each renewal (tick) with a third of the validity left, and
+// whoever decides that the lease ends — Release, Orphan, or a renewal that
+// failed — ends it (end) in its own goroutine. Release and Orphan own the
+// end when they stop the timer before it fires; otherwise the renewal
+// running at that moment sees the lease ending and ends it itself. A lease
+// holds one count in its Locker's bg from its grant until end, so Close
+// waits for every lease to end.
+
+// start schedules the first renewal of a lease just granted.
+func (ls *Lease) start() {
+	ls.mu.Lock() // tick reads timer under mu: it may fire before the assignment
+	defer ls.mu.Unlock()
+	ls.timer = time.AfterFunc(time.Until(ls.validUntil.Add(-ls.locker.validity/3)), ls.tick)
+}
+
+// lossGuard is how long before ValidUntil a lease whose renewal is failing
+// is declared lost, so that Context ends strictly before the lock can
+// expire on the nodes despite timer and scheduling delays.
+func lossGuard(validity time.Duration) time.Duration {
+	return max(time.Millisecond, validity/10)
+}
+
+// tick renews the lease, on the timer's goroutine, and schedules the next
+// renewal; when the lease is ending (released, orphaned, lost) it ends it.
+func (ls *Lease) tick() {
+	l := ls.locker
+	if !ls.ended() {
+		start := time.Now()
+		validUntil := ls.ValidUntil()
+		octx := ls.beginRenew()
+		next, ok := ls.renewCycle(octx, validUntil.Add(-lossGuard(l.validity)))
+		if ok {
+			ls.setValidUntil(next)
+			l.emitCtx(octx, ls.leaseEvent(Event{Kind: EventRenewed, Latency: time.Since(start), Left: time.Until(validUntil)}))
+		} else {
+			ls.lose(time.Since(start))
+		}
+		ls.endRenew(octx, start, validUntil, ok)
+		ls.mu.Lock()
+		if !ls.ending && ls.ctx.Err() == nil {
+			ls.timer.Reset(time.Until(ls.validUntil.Add(-l.validity / 3)))
+			ls.mu.Unlock()
+			return
+		}
+		ls.ending = true
+		ls.mu.Unlock()
+	}
+	ls.end(context.Background())
+}
+
+// ended marks the lease as ending if its Context has ended, and reports
+// whether it is ending.
+func (ls *Lease) ended() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ctx.Err() != nil {
+		ls.ending = true
+	}
+	return ls.ending
+}
+
+// end finishes the lease, once, in its owner's goroutine: it waits for the
+// renewal and acquisition calls still running (so that none lands after),
+// releases the lock on the nodes unless the lease was orphaned (recording
+// the outcome in releaseErr), tells its hooks that it ended, and lets the
+// Locker forget it. ctx is Release's, bounding its retries (releaseNodes).
+func (ls *Lease) end(ctx context.Context) {
+	l := ls.locker
+	ls.calls.Wait()
+	ls.acquiring.Wait()
+	orphaned := context.Cause(ls.ctx) == ErrLeaseOrphaned
+	if !orphaned {
+		ls.releaseErr = ls.releaseNodes(ctx)
+	}
+	ls.hooks.ended(orphaned)
+	l.forget(ls)
+	ls.endLease()
+	close(ls.done)
+	l.bg.Done()
+}
+
+// renewCycle tries to renew the lease on a majority before lossAt, retrying
+// with backoff. It reports the new validity and whether it succeeded; calls
+// it leaves running are counted in ls.calls.
+func (ls *Lease) renewCycle(octx context.Context, lossAt time.Time) (time.Time, bool) {
+	l := ls.locker
+	ctx, cancel := context.WithDeadline(renewContext(ls.ctx, octx), lossAt)
+	defer cancel()
+	b := l.cfg.NewBackOff()
+	b.Reset()
+	n := len(l.nodes)
+	for {
+		start := time.Now()
+		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, i int) (bool, error) {
+			return renew(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration, l.seedStep)
+		})
+		var votes tally
+		gather(ctx, replies, deadline, n, func(r reply[bool]) bool {
+			votes.add(r)
+			return votes.decided(l.quorum, n)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return time.Time{}, false
+		case votes.yes >= l.quorum && time.Now().Before(lossAt):
+			return start.Add(l.validity), true
+		case votes.no > n-l.quorum:
+			return time.Time{}, false // a majority says it is not ours
+		}
+		ls.renewFailing(octx, votes)
+		wait := b.NextBackOff()
+		if wait < 0 || await(ctx, nil, wait) != nil {
+			return time.Time{}, false
+		}
+	}
 }

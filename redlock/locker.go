@@ -25,11 +25,13 @@ type Locker struct {
 	quorum   int
 	seedStep string // seedStep(cfg)
 	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
+	// validity and drift are cfg.validity() and cfg.drift(), once.
+	validity, drift time.Duration
 	// data holds, by node index, what the Locker last learned of the
 	// node's data (nil until it used the node).
 	data []atomic.Pointer[nodeData]
-	// handOvers are the hand-overs of a release, by dataKind.
-	handOvers [3]handOver
+	// hooks are the leases' release and end hooks (wait.go).
+	hooks leaseHooks
 	// slotted holds, by node index, whether the node refused the keys of
 	// several hash slots in one script (a Redis Cluster): AcquireAll then
 	// calls it once per slot group.
@@ -53,6 +55,8 @@ type Locker struct {
 	hub     waitHub
 	workers *workers
 	inline  bool // a single node, called in the caller's goroutine
+	// observing guards the Observer's calls (observe.go).
+	observing observerGuard
 }
 
 // New returns a Locker over nodes. It rejects an empty node list, nil or
@@ -79,6 +83,8 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	l := &Locker{
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
+		validity: cfg.validity(),
+		drift:    cfg.drift(),
 		fair:     cfg.QueueTTL > 0,
 		data:     make([]atomic.Pointer[nodeData], len(nodes)),
 		slotted:  make([]atomic.Bool, len(nodes)),
@@ -90,7 +96,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 		yields:   make(map[string]time.Time),
 		workers:  newWorkers(),
 	}
-	l.handOvers = newHandOvers(cfg, l.seedStep)
+	l.hooks = newLeaseHooks(l)
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
 	if b, ok := nodes[0].(interface{ boundedByContext() bool }); ok && len(nodes) == 1 {
 		// One node whose every call returns by its deadline: fan-outs call
@@ -258,7 +264,7 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 	t := l.yesNo(ctx, "renew", l.allIdxs(), allAnswers, func(ctx context.Context, i int) (bool, error) {
 		return renew(ctx, l.nodes[i], keys, token, l.cfg.LeaseDuration, l.seedStep)
 	})
-	validUntil := start.Add(l.cfg.validity())
+	validUntil := start.Add(l.validity)
 	if err := l.verdict("renew", resource, t); err != nil {
 		return time.Time{}, err
 	}
@@ -279,6 +285,6 @@ func (l *Locker) Release(ctx context.Context, resource, token string) error {
 	if err := checkToken(token); err != nil {
 		return err
 	}
-	t, _ := l.releaseOn(ctx, l.allIdxs(), releaseArgs{keys: lockKeys(l.Key(resource)), token: token}, allAnswers, handingOver)
+	t := l.releaseOn(ctx, l.allIdxs(), l.hooks.release(releaseArgs{keys: lockKeys(l.Key(resource)), token: token}), allAnswers)
 	return l.verdict("release", resource, t)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -34,17 +35,19 @@ const MaxAcquireAll = 256
 // AcquireAll does not queue: it is refused while a fair Acquire waits for
 // one of the resources, as TryAcquire is. When ctx ends the error wraps
 // ctx.Err(), never ErrNotAcquired.
-func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) AcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
+	ctx, op := l.beginAcquire(ctx, "acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
 	keys := make([]string, len(resources))
 	for k, r := range resources {
 		keys[k] = l.Key(r)
 	}
-	return l.waitCombined(ctx, allName(resources), keys, 0, func() ([]*Lease, *AcquireError, error) {
-		return l.attemptAll(ctx, resources, false)
-	}, nil)
+	return l.acquire(ctx, &op, l.waitOn(op.resource, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+		return l.attempt(ctx, l.requestAll(resources, false), w)
+	})
 }
 
 // TryAcquireAll makes one attempt at every resource at once (see
@@ -54,17 +57,15 @@ func (l *Locker) AcquireAll(ctx context.Context, resources ...string) ([]*Lease,
 // NodeCallTimeout, so a paused node makes a refusal that slow) and gives
 // back what any granted before it returns; a node still silent then is
 // released as soon as its call ends.
-func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) ([]*Lease, error) {
+func (l *Locker) TryAcquireAll(ctx context.Context, resources ...string) (leases []*Lease, err error) {
 	if err := checkResources(resources); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	leases, _, err := l.attemptAll(ctx, resources, true)
-	if err != nil {
-		return nil, err
-	}
-	l.emit(Event{Kind: EventAcquired, Resource: allName(resources), Granted: len(leases[0].granted), Total: len(l.nodes), Attempts: 1, Latency: time.Since(start)})
-	return leases, nil
+	ctx, op := l.beginAcquire(ctx, "try_acquire", LockAll, allName(resources))
+	defer l.endAcquire(ctx, &op, nil, &leases, &err)
+	op.try()
+	leases, _, err = l.tryOnce(ctx, op.resource, l.requestAll(resources, true))
+	return leases, err
 }
 
 // allName names a set of resources in reports.
@@ -96,22 +97,17 @@ func checkResources(resources []string) error {
 	return nil
 }
 
-// attemptAll is one combined attempt at every resource (strict: see
-// combined).
-func (l *Locker) attemptAll(ctx context.Context, resources []string, strict bool) ([]*Lease, *AcquireError, error) {
+// requestAll is one attempt at every resource (strict: see request).
+func (l *Locker) requestAll(resources []string, strict bool) request {
 	leases := make([]*Lease, len(resources))
 	for k, r := range resources {
 		leases[k] = newLease(l, r, newToken())
 	}
 	groups := slotGroups(leases)
-	return l.attemptCombined(ctx, combined{
-		what:   allName(resources),
-		leases: leases,
-		strict: strict,
-		call: func(ctx context.Context, i int) (multiGrant, error) {
-			return l.acquireAllOn(ctx, i, leases, groups)
-		},
-	})
+	what := allName(resources)
+	return request{resource: what, name: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
+		return l.acquireAllOn(ctx, i, leases, groups)
+	}}
 }
 
 // acquireAllOn asks node i for every lease's lock under the rejoin rule
@@ -137,7 +133,15 @@ func (l *Locker) acquireAllOn(ctx context.Context, i int, leases []*Lease, group
 
 // acquireGroups runs the acquire_all script on node i: once for every
 // lease, or (split) once per slot group in order, giving back the groups
-// already granted at the first refusal.
+// already granted at the first refusal. A group that sits out after a
+// loss of data (its slot's marker) does not keep the groups after it
+// from being asked: they are asked at once, in one round, so that every
+// slot's marker notices a loss now and every sit-out ends about together,
+// one RejoinDelay after the loss and not one per slot (Safety v4, rule 6);
+// what they grant is given back with the rest. A group refused because a
+// lock is held stops the call, as before: taking the later groups' locks
+// only to give them back would stand in the way of the holder's own
+// AcquireAll.
 func (l *Locker) acquireGroups(ctx context.Context, i int, leases []*Lease, groups [][]int, split bool, gate grantGate) (multiGrant, error) {
 	if !split {
 		groups = [][]int{nil}
@@ -160,13 +164,16 @@ func (l *Locker) acquireGroups(ctx context.Context, i int, leases []*Lease, grou
 			}
 			continue
 		}
-		if gi > 0 {
-			var held []*Lease
-			for _, prev := range groups[:gi] {
-				for _, p := range prev {
-					held = append(held, leases[p])
-				}
+		var held []*Lease
+		for _, prev := range groups[:gi] {
+			for _, p := range prev {
+				held = append(held, leases[p])
 			}
+		}
+		if err == nil && rejoiningRefusal(g.reason) {
+			held = append(held, l.askRest(ctx, i, leases, groups[gi+1:], gate)...)
+		}
+		if len(held) > 0 {
 			if rerr := releaseHere(ctx, l.nodes[i], held); rerr != nil {
 				return multiGrant{}, errors.Join(err, fmt.Errorf("giving back the slots granted first failed: %w", rerr))
 			}
@@ -174,6 +181,30 @@ func (l *Locker) acquireGroups(ctx context.Context, i int, leases []*Lease, grou
 		return g, err
 	}
 	return out, nil
+}
+
+// askRest asks node i for the given slot groups at once (their calls go
+// out together), after an earlier group sat out, only so that each slot's
+// marker notices a loss in this round. It returns the leases that a group
+// granted, or may have (its call failed), to be given back.
+func (l *Locker) askRest(ctx context.Context, i int, leases []*Lease, groups [][]int, gate grantGate) []*Lease {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var back []*Lease
+	for _, group := range groups {
+		wg.Go(func() {
+			g, err := acquireAllCall(ctx, l.nodes[i], l, leases, group, gate)
+			if err != nil || g.ok {
+				mu.Lock()
+				for _, p := range group {
+					back = append(back, leases[p])
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return back
 }
 
 // acquireAllCall runs the acquire_all script once, for the leases at the
@@ -250,14 +281,17 @@ func parseAllGrant(reply any, leases []*Lease, group []int) (multiGrant, error) 
 }
 
 // releaseHere deletes the given leases' locks on one node, where their
-// tokens hold them, announcing nothing; the first error, if any.
+// tokens hold them, announcing nothing; the errors, if any. The calls go
+// out at once (the node's transport sends them together).
 func releaseHere(ctx context.Context, n Node, leases []*Lease) error {
-	var errs []error
-	for _, ls := range leases {
-		if _, err := release(ctx, n, releaseArgs{keys: ls.keys, token: ls.token}); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for k, ls := range leases {
+		wg.Go(func() {
+			_, errs[k] = release(ctx, n, releaseArgs{keys: ls.keys, token: ls.token})
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -3,9 +3,9 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The majority rule, written once. Every operation on the nodes fans out
@@ -40,11 +40,13 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	wg.Add(len(idxs))
 	call := func(i int) {
 		defer wg.Done()
-		v, err := fn(cctx, i)
+		nctx, start := l.beginNodeCall(cctx, op, i)
+		v, err := fn(nctx, i)
 		if err != nil {
 			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
-			l.emit(Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
+			l.emitCtx(nctx, Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
 		}
+		endNodeCall(l, nctx, cctx, op, i, start, v, err)
 		out <- reply[T]{idx: i, val: v, err: err}
 		if atomic.AddInt32(&left, -1) == 0 {
 			lastDone()
@@ -167,76 +169,17 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 	return &QuorumError{Op: op, Resource: resource, Yes: t.yes, No: t.no, Total: len(l.nodes), Needed: l.quorum, Nodes: t.errs}
 }
 
-// heard is what the nodes of one release said beyond yes or no: the most
-// waiters any of them announced it to, and the heads of the wait queue
-// they named without handing the lock over to them.
-type heard struct {
-	mu        sync.Mutex
-	listeners int
-	heads     []string
-}
-
-func (h *heard) add(r released) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.listeners = max(h.listeners, r.listeners)
-	if r.head != "" && r.counter == 0 && !slices.Contains(h.heads, r.head) {
-		h.heads = append(h.heads, r.head)
-	}
-}
-
-// handRule says what a release does for the head of the wait queue.
-type handRule int
-
-const (
-	// namingHeads names the head, which tries again (an attempt's
-	// clean-up).
-	namingHeads handRule = iota
-	// handingOver hands the lock over to the head (a lease's release, a
-	// release by token: docs/design.md section 11.2).
-	handingOver
-)
-
-// releaseOn deletes a's lock where a.token holds it on the nodes with the
+// releaseOn deletes a lock where its token holds it on the nodes with the
 // given indexes (each announces the release to waiters), reading the
-// answers as stop says and treating the wait queue's head as hand says.
-// It returns the tally and what the nodes said of the announcement, which
-// may still change when it returned before every node answered: read it
-// under its lock. a.place, when not empty, is the caller's place in the
-// lock's wait queue (a lease taken by a fair Acquire), which the nodes
-// remove.
-func (l *Locker) releaseOn(ctx context.Context, idxs []int, a releaseArgs, stop stopRule, hand handRule) (tally, *heard) {
-	h := &heard{}
-	key := a.keys[0]
-	// The arguments, built once per hand-over the nodes take: a node's
-	// depends only on what the Locker knows of its data (handOver).
-	a.prepare()
-	var kinds [3]releaseArgs
-	handing := l.fair && hand == handingOver
-	for _, i := range idxs {
-		if k := l.dataKind(i); handing && kinds[k].list == nil {
-			kinds[k] = a.withHandOver(l.handOver(k))
-		}
-	}
-	t := l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
-		args := a
-		if handing {
-			marker := l.gateFor(ctx, i).marker(key)
-			k := l.dataKind(i)
-			if args = kinds[k]; args.list == nil { // learned meanwhile (gateFor)
-				args = a.withHandOver(l.handOver(k))
-			}
-			args.marker = marker
-		}
-		r, err := release(ctx, l.nodes[i], args)
-		h.add(r)
-		if r.counter > 0 {
-			// A waiter of this Locker need not wait for the announcement.
-			l.hub.handOver(key, i, r.head, r.counter)
-		}
-		return r.released, err
+// answers as stop says. r makes each node's call (the lock, the token,
+// and what the waiting adds: wait.go) and hears each answer, which may
+// still come after releaseOn returned before every node answered.
+func (l *Locker) releaseOn(ctx context.Context, idxs []int, r releasing, stop stopRule) tally {
+	return l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
+		rp, err := release(ctx, l.nodes[i], r.args(ctx, i))
+		r.heard(i, rp)
+		return rp.released, err
 	})
-	return t, h
 }
 
 // allIdxs returns the indexes of every node (shared; never modified).
@@ -281,3 +224,79 @@ func (e *QuorumError) Error() string {
 // Unwrap returns the sentinel (ErrNotHeld or ErrNoQuorum) and the node
 // errors, for errors.Is and errors.As.
 func (e *QuorumError) Unwrap() []error { return append([]error{e.kind()}, e.Nodes...) }
+
+// workerIdle is how long an idle fan-out worker waits for more work.
+const workerIdle = 10 * time.Second
+
+// workers runs node calls on goroutines that stay alive between calls. A
+// fresh goroutine per call would start on a small stack and grow it on
+// every call through the Redis client; a kept worker has grown it already.
+// Workers beyond the ones in use exit after workerIdle, and all of them at
+// stop.
+type workers struct {
+	jobs chan job
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// job is one call: fn(arg). One fn serves every node of a fan-out, so
+// that a fan-out allocates one closure, not one per node.
+type job struct {
+	fn  func(int)
+	arg int
+}
+
+func newWorkers() *workers {
+	return &workers{jobs: make(chan job), quit: make(chan struct{})}
+}
+
+// run starts fn(arg) on an idle worker, or on a new one if none is idle.
+// After stop, it runs it on a goroutine of its own.
+func (w *workers) run(fn func(int), arg int) {
+	j := job{fn, arg}
+	select {
+	case w.jobs <- j:
+		return
+	default:
+	}
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		go fn(arg)
+		return
+	}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go w.work(j)
+}
+
+func (w *workers) work(job job) {
+	defer w.wg.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		job.fn(job.arg)
+		idle.Reset(workerIdle)
+		select {
+		case job = <-w.jobs:
+		case <-idle.C:
+			return
+		case <-w.quit:
+			return
+		}
+	}
+}
+
+// stop ends every worker once its current job is done, and waits for them.
+func (w *workers) stop() {
+	w.mu.Lock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.quit)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}

@@ -87,25 +87,29 @@ func (rw *RWLock) intentTTL() time.Duration {
 // TryAcquire makes one attempt to take the lock exclusively (a writer).
 // When readers or a writer hold it the error wraps ErrNotAcquired and is
 // an *AcquireError. It records no intent: readers are not held up by it.
-func (rw *RWLock) TryAcquire(ctx context.Context) (*Lease, error) {
-	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptWrite(ctx, "", nil) })
+func (rw *RWLock) TryAcquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "try_acquire", LockWrite, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
+	return rw.once(ctx, rw.writeRequest("", nil))
 }
 
 // TryAcquireShared makes one attempt to take the lock shared (a reader).
 // When a writer holds it, or waits for it, the error wraps
 // ErrNotAcquired and is an *AcquireError.
-func (rw *RWLock) TryAcquireShared(ctx context.Context) (*Lease, error) {
-	return rw.once(ctx, func() ([]*Lease, *AcquireError, error) { return rw.attemptRead(ctx) })
+func (rw *RWLock) TryAcquireShared(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "try_acquire", LockRead, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
+	return rw.once(ctx, rw.readRequest())
 }
 
 // once makes one attempt and reports it as TryAcquire does.
-func (rw *RWLock) once(ctx context.Context, attempt func() ([]*Lease, *AcquireError, error)) (*Lease, error) {
-	start := time.Now()
-	leases, _, err := attempt()
+func (rw *RWLock) once(ctx context.Context, rq request) (*Lease, error) {
+	leases, _, err := rw.l.tryOnce(ctx, rw.resource, rq)
 	if err != nil {
 		return nil, err
 	}
-	rw.l.emit(Event{Kind: EventAcquired, Resource: rw.resource, Granted: len(leases[0].granted), Total: len(rw.l.nodes), Attempts: 1, Latency: time.Since(start)})
 	return leases[0], nil
 }
 
@@ -116,17 +120,19 @@ func (rw *RWLock) once(ctx context.Context, attempt func() ([]*Lease, *AcquireEr
 // by every release of the lock, a reader's or a writer's, and otherwise
 // retries on its backoff, never later than the longest reader's TTL or a
 // third of the intent's TTL.
-func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
+func (rw *RWLock) Acquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "acquire", LockWrite, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
 	id := newToken()[:16]
 	intended := false
 	// Any attempt may record the intent on a node that refuses, even one
 	// that succeeds elsewhere, or whose calls outlive a context that ended
 	// meanwhile: once one ran, the intent is taken back.
 	var last *Lease
-	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], rw.intentTTL()/3, func() ([]*Lease, *AcquireError, error) {
+	leases, err := rw.l.acquire(ctx, &op, rw.l.waitOn(rw.resource, rw.keys[:1], rw.intentTTL()/3), func(w attemptHooks) ([]*Lease, *outcome, error) {
 		intended = true
-		return rw.attemptWrite(ctx, id, &last)
-	}, nil)
+		return rw.l.attempt(ctx, rw.writeRequest(id, &last), w)
+	})
 	if intended {
 		rw.withdraw(id, last)
 	}
@@ -140,10 +146,12 @@ func (rw *RWLock) Acquire(ctx context.Context) (*Lease, error) {
 // ends (the error then wraps ctx.Err(), never ErrNotAcquired). It waits
 // while a writer holds the lock or waits for it, and is woken by the
 // writer's release.
-func (rw *RWLock) AcquireShared(ctx context.Context) (*Lease, error) {
-	leases, err := rw.l.waitCombined(ctx, rw.resource, rw.keys[:1], 0, func() ([]*Lease, *AcquireError, error) {
-		return rw.attemptRead(ctx)
-	}, nil)
+func (rw *RWLock) AcquireShared(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := rw.l.beginAcquire(ctx, "acquire", LockRead, rw.resource)
+	defer rw.l.endAcquire(ctx, &op, &lease, nil, &err)
+	leases, err := rw.l.acquire(ctx, &op, rw.l.waitOn(rw.resource, rw.keys[:1], 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+		return rw.l.attempt(ctx, rw.readRequest(), w)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -171,103 +179,72 @@ func (rw *RWLock) withdraw(id string, last *Lease) {
 	}()
 }
 
-// attemptWrite is one writer's attempt; id is the waiting writer's id ("":
-// it records no intent).
-func (rw *RWLock) attemptWrite(ctx context.Context, id string, last **Lease) ([]*Lease, *AcquireError, error) {
+// writeRequest is one writer's attempt; id is the waiting writer's id
+// ("": it records no intent); last, when not nil, is set to its lease.
+func (rw *RWLock) writeRequest(id string, last **Lease) request {
 	l := rw.l
 	ls := newKeyedLease(l, rw.resource, rw.keys, newToken())
 	if last != nil {
 		*last = ls
 	}
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
-	return l.attemptCombined(ctx, combined{what: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (multiGrant, error) {
-		return rw.grantOn(ctx, i, ls, func(g grantGate) (any, error) {
-			args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix, id, nodeTTL(rw.intentTTL())}, g.trust...)
-			return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
-		})
-	}})
+	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
+		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix, id, nodeTTL(rw.intentTTL())}, g.trust...)
+		return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
+	})
 }
 
-// attemptRead is one reader's attempt: its lease's keys are its own
+// readRequest is one reader's attempt: its lease's keys are its own
 // reader key (W:reader:<token>) and the shared fence counter, so that the
 // mutex's renew, fence and release scripts serve it.
-func (rw *RWLock) attemptRead(ctx context.Context) ([]*Lease, *AcquireError, error) {
+func (rw *RWLock) readRequest() request {
 	l := rw.l
 	token := newToken()
 	rk := rw.prefix + token
 	ls := newKeyedLease(l, rw.resource, []string{rk, rw.keys[1], rk + ":queue", rk + ":queue:exp"}, token)
 	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
-	return l.attemptCombined(ctx, combined{what: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (multiGrant, error) {
-		return rw.grantOn(ctx, i, ls, func(g grantGate) (any, error) {
-			args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix}, g.trust...)
-			return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
-		})
-	}})
-}
-
-// grantOn runs one of the read-write lock's granting scripts (eval) on
-// node i under the rejoin rule, for lease ls.
-func (rw *RWLock) grantOn(ctx context.Context, i int, ls *Lease, eval func(grantGate) (any, error)) (multiGrant, error) {
-	l := rw.l
-	return grantOn(l, ctx, i, func(gate grantGate) (multiGrant, bool, error) {
-		reply, err := eval(gate)
-		if err != nil {
-			return multiGrant{}, false, scriptErr(err, ls.token)
-		}
-		g, err := parseRWGrant(reply)
-		return g, g.ok, err
-	}, func(why string, left time.Duration) multiGrant {
-		return multiGrant{reason: why, holderTTL: left}
-	}, func() error {
-		_, err := release(ctx, l.nodes[i], releaseArgs{keys: ls.keys, token: ls.token})
-		return err
+	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
+		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix}, g.trust...)
+		return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
 	})
 }
 
-// parseRWGrant decodes rw_write's and rw_read's replies: {1, counter},
-// {1, counter, pttl} (a retry), {0, pttl} (a writer holds it), {0, ms,
-// readers} (readers hold it) or {0, ms, 0, 1} (a writer waits).
-func parseRWGrant(reply any) (multiGrant, error) {
-	bad := fmt.Errorf("%w: read-write lock reply %s", errBadReply, describeReply(reply))
-	vals, ok := reply.([]any)
-	if !ok || len(vals) < 2 || len(vals) > 4 {
-		return multiGrant{}, bad
-	}
-	switch vals[0] {
-	case int64(3):
-		return sitOutGrant(reply, vals)
-	case int64(1):
-		s, ok := vals[1].(string)
-		c, err := fencing.ParseToken(s)
-		if !ok || err != nil || len(vals) == 4 {
-			return multiGrant{}, bad
-		}
-		g := multiGrant{ok: true, counters: []fencing.Token{c}}
-		if len(vals) == 3 {
-			ms, ok := vals[2].(int64)
-			if !ok || ms < 1 {
-				return multiGrant{}, bad
+// request is an attempt at lease ls by one of the read-write lock's
+// granting scripts (eval), on each node under the rejoin rule.
+func (rw *RWLock) request(ls *Lease, eval func(ctx context.Context, i int, g grantGate) (any, error)) request {
+	l := rw.l
+	return request{resource: rw.resource, name: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
+		return grantOn(l, ctx, i, func(gate grantGate) (vote, bool, error) {
+			reply, err := eval(ctx, i, gate)
+			if err != nil {
+				return vote{}, false, scriptErr(err, ls.token)
 			}
-			g.left = time.Duration(ms) * time.Millisecond
-		}
-		return g, nil
-	case int64(0):
-		ms, ok := vals[1].(int64)
-		if !ok {
-			return multiGrant{}, bad
-		}
-		g := multiGrant{holderTTL: pttl(ms)}
+			v, err := parseRWGrant(reply)
+			return v, v.ok, err
+		}, func(why string, left time.Duration) vote {
+			return vote{reason: why, holderTTL: left}
+		}, func() error {
+			_, err := release(ctx, l.nodes[i], releaseArgs{keys: ls.keys, token: ls.token})
+			return err
+		})
+	}}
+}
+
+// parseRWGrant decodes rw_write's and rw_read's replies (parseVote, one
+// lock), whose refusals are {0, pttl} (a writer holds it), {0, ms,
+// readers} (readers hold it) or {0, ms, 0, 1} (a writer waits).
+func parseRWGrant(reply any) (vote, error) {
+	return parseVote(reply, 1, "read-write lock", func(vals []any) (string, bool) {
 		switch len(vals) {
+		case 2:
+			return "", true
 		case 3:
 			n, _ := vals[2].(int64)
-			g.reason = fmt.Sprintf("%d readers hold it", n)
-		case 4:
-			g.reason = "a writer waits for it"
+			return fmt.Sprintf("%d readers hold it", n), true
 		}
-		return g, nil
-	}
-	return multiGrant{}, bad
+		return "a writer waits for it", len(vals) == 4
+	})
 }
 
 // RWStatus is the state of a read-write lock across the nodes

@@ -139,6 +139,10 @@ func (sc opScenario) run(t *testing.T) {
 	requireNoSecondHolder(t, b, until, held, sc.reason, 30*time.Second)
 }
 
+// noSyncDelay makes a primary start a full sync at once (Redis 7 waits 5 s
+// for more replicas before a diskless one).
+var noSyncDelay = testutil.WithConfig("repl-diskless-sync-delay 0")
+
 // dbNodes are one node per server of e in db.
 func dbNodes(e *opEnv, db int) []redlock.Node {
 	var nodes []redlock.Node
@@ -153,6 +157,7 @@ func dbNodes(e *opEnv, db int) []redlock.Node {
 // TestSafetyOperatorScenarios: the cases 1, 2, 3, 7, 8 and 9 of issue 30.
 func TestSafetyOperatorScenarios(t *testing.T) {
 	longer := redlock.Config{LeaseDuration: 4 * time.Second, RejoinDelay: 4 * time.Second}
+	long := redlock.Config{LeaseDuration: 10 * time.Second, RejoinDelay: 10 * time.Second}
 	evict := func(e *opEnv) {
 		e.onTwo(func(s *testutil.RedisServer) error {
 			_, err := testutil.EvictUntilGone(e.ctx(), s, "volatile-lru", e.a.Key("r"))
@@ -212,9 +217,11 @@ func TestSafetyOperatorScenarios(t *testing.T) {
 			// Case 8: a failover to a lagging replica and a failback, in
 			// place: REPLICAOF does not change the run_id.
 			name: "failback in place from a lagging replica",
+			cfg:  &long, // the failback (two full syncs) must end within A's lease
+			opts: []testutil.Option{noSyncDelay},
 			setup: func(e *opEnv) {
 				for _, i := range []int{0, 1} {
-					r := testutil.StartRedisServer(e.t)
+					r := testutil.StartRedisServer(e.t, noSyncDelay)
 					require.NoError(e.t, testutil.ReplicaOf(e.ctx(), r, e.c.Server(i)))
 					require.NoError(e.t, testutil.Promote(e.ctx(), r)) // it lags from here on
 					e.replicas = append(e.replicas, r)
@@ -228,14 +235,16 @@ func TestSafetyOperatorScenarios(t *testing.T) {
 			reason: "identity changed",
 		},
 		{
-			// Case 9: persistence switched on at runtime counted at once;
-			// the servers crash before the AOF rewrite and come back empty.
+			// Case 9: persistence switched on at runtime (and written to the
+			// configuration) counted at once; the servers crash before the
+			// AOF rewrite and come back empty.
 			name: "appendonly switched on at runtime, then a restart without data",
 			opts: []testutil.Option{noPersistence},
 			setup: func(e *opEnv) {
 				for _, s := range e.c.Servers() {
 					require.NoError(e.t, s.Do(e.ctx(), "CONFIG", "SET", "appendfsync", "always").Err())
 					require.NoError(e.t, s.Do(e.ctx(), "CONFIG", "SET", "appendonly", "yes").Err())
+					require.NoError(e.t, s.Do(e.ctx(), "CONFIG", "REWRITE").Err())
 				}
 			},
 			act: func(e *opEnv) {

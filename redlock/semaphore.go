@@ -2,13 +2,10 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // MaxSlots is the largest semaphore limit NewSemaphore accepts.
@@ -123,7 +120,10 @@ func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) 
 // holder TTL seen. It does not pass callers waiting in Acquire: while
 // any wait at the gate it is refused (ErrNotAcquired) without trying the
 // slots, which costs one round trip to the nodes before the slots.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := s.l.beginAcquire(ctx, "try_acquire", LockSemaphore, s.resource)
+	defer s.l.endAcquire(ctx, &op, &lease, nil, &err)
+	op.try()
 	if err := s.gateClear(ctx); err != nil {
 		return nil, err
 	}
@@ -132,26 +132,40 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 
 // trySlots is TryAcquire past the gate.
 func (s *Semaphore) trySlots(ctx context.Context) (*Lease, error) {
-	var last *AcquireError
+	start := time.Now()
+	leases, _, err := s.attemptSlots(ctx, noWait{})
+	if err != nil {
+		return nil, err
+	}
+	s.l.emitCtx(ctx, Event{Kind: EventAcquired, Resource: leases[0].resource, Granted: len(leases[0].granted), Total: len(s.l.nodes), Attempts: 1, Latency: time.Since(start)})
+	return leases[0], nil
+}
+
+// attemptSlots makes one attempt at each slot, in random order, under w's
+// hooks, until one is granted. When none is, its outcome is the last
+// slot's, with the shortest holder TTL seen, and its error wraps that
+// slot's *AcquireError.
+func (s *Semaphore) attemptSlots(ctx context.Context, w attemptHooks) ([]*Lease, *outcome, error) {
+	l := s.l
+	var last *outcome
 	shortest := time.Duration(0)
 	for _, i := range rand.Perm(len(s.slots)) {
-		lease, err := s.l.TryAcquire(ctx, s.slots[i])
+		leases, o, err := l.attempt(ctx, l.mutexRequest(s.slots[i], w), w)
 		if err == nil {
-			return lease, nil
+			return leases, nil, nil
 		}
-		var ae *AcquireError
-		if !errors.As(err, &ae) || ae.permanent {
-			return nil, err // closed, cancelled, or nodes that cannot grant
+		if o == nil || o.err.permanent {
+			return nil, o, err // closed, cancelled, or nodes that cannot grant
 		}
-		if ae.HolderTTL > 0 && (shortest == 0 || ae.HolderTTL < shortest) {
-			shortest = ae.HolderTTL
+		if ttl := o.err.HolderTTL; ttl > 0 && (shortest == 0 || ttl < shortest) {
+			shortest = ttl
 		}
-		last = ae
+		last = o
 	}
 	if shortest > 0 {
-		last.HolderTTL = shortest
+		last.err.HolderTTL = shortest
 	}
-	return nil, fmt.Errorf("redlock: semaphore %q: no slot of %d acquired: %w", s.resource, len(s.slots), last)
+	return nil, last, fmt.Errorf("redlock: semaphore %q: no slot of %d acquired: %w", s.resource, len(s.slots), &last.err)
 }
 
 // Acquire waits for a free slot and returns its lease, or an error when
@@ -159,48 +173,27 @@ func (s *Semaphore) trySlots(ctx context.Context) (*Lease, error) {
 // grant at all. Callers wait their turn at the gate in arrival order (see
 // Semaphore); the one at the gate is woken by the release of any slot
 // (announced by a majority of nodes), and otherwise retries after the
-// Locker's backoff, never later than the shortest holder TTL seen.
-func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+// Locker's backoff (a random short pause after a split vote), never later
+// than the shortest holder TTL seen.
+func (s *Semaphore) Acquire(ctx context.Context) (lease *Lease, err error) {
+	ctx, op := s.l.beginAcquire(ctx, "acquire", LockSemaphore, s.resource)
+	defer s.l.endAcquire(ctx, &op, &lease, nil, &err)
 	done, err := s.pass(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	b := s.l.cfg.NewBackOff()
-	b.Reset()
 	keys := make([]string, len(s.slots))
 	for i, slot := range s.slots {
 		keys[i] = s.l.Key(slot)
 	}
-	var w *waiter
-	defer func() {
-		if w != nil {
-			s.l.hub.leaveAll(keys, w)
-		}
-	}()
-	for {
-		lease, err := s.trySlots(ctx)
-		if err == nil {
-			return lease, nil
-		}
-		var ae *AcquireError
-		if !errors.As(err, &ae) || ae.permanent {
-			return nil, err
-		}
-		if w == nil {
-			w = s.l.hub.joinAll(keys)
-		}
-		wait := b.NextBackOff()
-		if wait == backoff.Stop {
-			return nil, err
-		}
-		if ae.HolderTTL > 0 && ae.HolderTTL < wait {
-			wait = ae.HolderTTL
-		}
-		if s.l.await(ctx, w, wait) != nil {
-			return nil, fmt.Errorf("redlock: semaphore %q: %w (last attempt: %v)", s.resource, ctx.Err(), err)
-		}
+	leases, err := s.l.acquire(ctx, &op, s.l.waitOn(s.resource, keys, 0), func(w attemptHooks) ([]*Lease, *outcome, error) {
+		return s.attemptSlots(ctx, w)
+	})
+	if err != nil {
+		return nil, err
 	}
+	return leases[0], nil
 }
 
 // Inspect reads every slot (Locker.Inspect): which are held, and by whom.

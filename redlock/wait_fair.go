@@ -23,13 +23,35 @@ type fairWait struct {
 	// waiter when the current attempt started.
 	syncs int
 	notes uint64
+	// heard holds, by node index, the current attempt's answers (each
+	// written by its call before the attempt reads the answer: read only
+	// the answered nodes'); took says the last failed attempt found locks
+	// held by the place (a hand-over not announced yet).
+	heard []grant
+	took  bool
+}
+
+// newFairWait returns a fair waiting with a new place.
+func newFairWait(base waitBase) *fairWait {
+	return &fairWait{waitBase: base, p: base.l.newPlace()}
 }
 
 // queue also notes how many hand-overs had been announced before the
-// attempt's calls went out: failed forgets only those.
-func (fw *fairWait) queue() *queueArgs {
-	fw.notes = fw.l.hub.notes(fw.w)
-	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}
+// attempt's calls went out (failed forgets only those), and reads each
+// node's answer into heard: a refusal because the place holds the lock is
+// a hand-over.
+func (fw *fairWait) queue() (*queueArgs, func(int, grant, *vote)) {
+	if fw.w != nil {
+		fw.notes = fw.l.hub.notes(fw.w)
+	}
+	heard := make([]grant, len(fw.l.nodes))
+	fw.heard = heard
+	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}, func(i int, g grant, v *vote) {
+		heard[i] = g
+		if g.handed {
+			v.reason = handedReason
+		}
+	}
 }
 
 func (fw *fairWait) started(c startedCalls) {
@@ -39,12 +61,33 @@ func (fw *fairWait) started(c startedCalls) {
 	fw.p.addCalls(c, fw.l.cfg.NodeCallTimeout)
 }
 
+// view is what the attempt's answered nodes said of the queue: the nodes
+// whose lock is held by the caller's place (a hand-over the caller had not
+// heard of), how many refused for another reason, and the tickets.
+func (fw *fairWait) view(o *outcome) (handed []int, others int, q queueView) {
+	for _, i := range o.answered {
+		g := fw.heard[i]
+		switch {
+		case g.handed:
+			handed = append(handed, i)
+		case slices.Contains(o.unsure, i) || g.OK:
+		default:
+			others++
+			q.add(g)
+		}
+	}
+	return handed, others, q
+}
+
 // listen hears the nodes a little longer when some hold the lock for the
 // caller's place but not a majority: whether the others refuse decides
 // whether the place gives them back (next). Briefly, so that a paused
 // node does not hold the attempt up.
 func (fw *fairWait) listen(o *outcome) time.Duration {
-	if len(o.handed) == 0 || len(o.granted) >= fw.l.quorum {
+	if len(o.granted) >= fw.l.quorum {
+		return 0
+	}
+	if handed, _, _ := fw.view(o); len(handed) == 0 {
 		return 0
 	}
 	elapsed := time.Since(o.start)
@@ -62,40 +105,42 @@ func (fw *fairWait) listen(o *outcome) time.Duration {
 // full TTL) and count as handed over.
 func (fw *fairWait) failed(ctx context.Context, o *outcome, token string) []int {
 	l, p := fw.l, fw.p
+	handed, _, _ := fw.view(o)
+	fw.took = len(handed) > 0
 	for _, i := range o.answered {
 		switch {
-		case slices.Contains(o.handed, i):
-			p.found[i] = max(p.found[i], o.counters[i])
+		case slices.Contains(handed, i):
+			p.found[i] = max(p.found[i], fw.heard[i].Counter)
 		case !slices.Contains(o.unsure, i):
 			delete(p.found, i)
 			l.hub.forgetHandOver(fw.w, i, fw.notes)
 		}
 	}
-	if len(o.granted) == 0 || len(o.handed) == 0 || len(o.granted)+len(o.handed) < l.quorum || ctx.Err() != nil {
+	if len(o.granted) == 0 || len(handed) == 0 || len(o.granted)+len(handed) < l.quorum || ctx.Err() != nil {
 		return nil
 	}
 	held := l.rehold(ctx, fw.key, o.granted, token, p, allAnswers)
 	kept := make([]int, 0, len(held))
 	for i, c := range held {
 		p.found[i] = max(p.found[i], c)
-		o.handed = append(o.handed, i)
 		kept = append(kept, i)
 	}
-	o.granted = slices.DeleteFunc(o.granted, func(i int) bool { _, ok := held[i]; return ok })
 	return kept
 }
 
-// granted makes the lease's release remove the place where it may still
-// stand (nodes that did not grant; a lock handed over there meanwhile is
-// the lease's, renewed and released with the others), and leave again
-// after the calls still running then (a late call may queue it again).
+// granted gives the lease hooks whose release also removes the place
+// where it may still stand (nodes that did not grant; a lock handed over
+// there meanwhile is the lease's, renewed and released with the others),
+// and leave again after the calls still running then (a late call may
+// queue it again).
 func (fw *fairWait) granted(ls *Lease) {
-	ls.place, ls.queuing = fw.p.member, running(fw.p.calls, &ls.acquiring)
+	ls.hooks = &placeLease{fairLeases: ls.hooks.(*fairLeases), key: fw.key, place: fw.p.member, queuing: running(fw.p.calls, &ls.acquiring)}
 }
 
 func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration, error) {
 	l, p := fw.l, fw.p
-	if o.others > 0 {
+	_, others, q := fw.view(o)
+	if others > 0 {
 		if h, _ := l.handed(p, fw.w); len(h) > 0 && len(h)+o.err.Granted+o.silent < l.quorum {
 			// The nodes handed the lock over to this place, but not a
 			// majority of them, and even with the nodes that did not
@@ -115,7 +160,7 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 			return nil, 0, l.await(ctx, nil, d)
 		}
 	}
-	if len(o.handed) > 0 {
+	if fw.took {
 		// The attempt found locks handed over to this place that no
 		// announcement had told of yet.
 		if lease, _ := fw.handedOver(ctx); lease != nil {
@@ -126,20 +171,18 @@ func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration
 	// alike. Nodes that gave different tickets are told at once (twice at
 	// most in a row; a node that keeps disagreeing is told on the next
 	// attempt).
-	p.ticket = max(p.ticket, o.queue.hi)
-	if o.queue.lo != o.queue.hi && fw.syncs < 2 {
+	p.ticket = max(p.ticket, q.hi)
+	if q.lo != q.hi && fw.syncs < 2 {
 		fw.syncs++
 		return nil, 0, nil
 	}
 	fw.syncs = 0
-	if fw.w == nil {
-		fw.w = l.hub.join(fw.key, p.id)
-	}
+	fw.joinHub(p.id)
 	// Renew the place in time, and try again when the head's place runs
 	// out (a waiter that died holds the lock up no longer).
 	limit := p.ttl / 3
-	if o.queue.headLeft > 0 {
-		limit = min(limit, o.queue.headLeft+time.Millisecond)
+	if q.headLeft > 0 {
+		limit = min(limit, q.headLeft+time.Millisecond)
 	}
 	wait, err := fw.pause(o, limit)
 	return nil, wait, err
@@ -186,7 +229,9 @@ const handOverGrace = 5 * time.Millisecond
 // leaves the queue when it ends): on every node, giving back a lock
 // handed over to it.
 func (fw *fairWait) done(won bool) {
-	fw.leaveHub()
+	if fw.w != nil {
+		fw.leaveHub()
+	}
 	if !won && !fw.p.first.IsZero() {
 		fw.l.leaveQueue(fw.key, fw.p, fw.l.allIdxs(), givingBack)
 	}
@@ -232,15 +277,6 @@ type handState struct {
 	// with when each attempt started; the final leave waits for them (a
 	// late call could queue the place again).
 	calls []startedCalls
-}
-
-// startedCalls is one attempt's node calls and its start.
-type startedCalls struct {
-	at time.Time
-	wg *sync.WaitGroup
-	// over is closed once every call has ended or their NodeCallTimeout
-	// has passed (fanout's deadline).
-	over <-chan struct{}
 }
 
 // addCalls records an attempt's calls, forgetting those of attempts that
@@ -308,27 +344,130 @@ func (l *Locker) inboxChannel() string {
 	return releaseChannel(l.inbox)
 }
 
-// handOver is what a node needs to hand a lock it releases over to the
-// head of its wait queue: this Locker's rejoin delay (unless the rule does
-// not apply to the node: RejoinDelay negative, or a stand-in that does not
-// report its uptime), whether the node's server was last seen keeping its
-// data through a restart, and the seed step.
-func (l *Locker) handOver(k dataKind) handOver {
-	return l.handOvers[k]
+// fairLeases are the lease hooks of a Locker whose waiters queue on the
+// nodes: a release hands the lock over to the head of each node's queue
+// (docs/design.md §11.2), and this Locker's waiters that the nodes named
+// the head are woken at once.
+type fairLeases struct {
+	l *Locker
+	// handOvers are the hand-overs of a release, by dataKind, built once.
+	handOvers [2]handOver
 }
 
-// newHandOvers builds the hand-over of each kind of node data, once per
-// Locker (handOver).
-func newHandOvers(cfg Config, step string) (hs [3]handOver) {
-	for k := range hs {
-		h := handOver{delay: cfg.RejoinDelay, durable: dataKind(k) == durableData, step: step}
+func newFairLeases(l *Locker) *fairLeases {
+	f := &fairLeases{l: l}
+	for k := range f.handOvers {
+		h := handOver{delay: l.cfg.RejoinDelay, step: l.seedStep}
 		if dataKind(k) == uncheckedData {
 			h.delay = -1
 		}
 		h.built = h.args()
-		hs[k] = h
+		f.handOvers[k] = h
 	}
-	return hs
+	return f
+}
+
+// release builds a's calls once per kind of node data the nodes have: a
+// node's hand-over depends only on what the Locker knows of its data.
+func (f *fairLeases) release(a releaseArgs) releasing {
+	a.prepare()
+	r := &handingOver{l: f.l, f: f, a: a}
+	for i := range f.l.nodes {
+		if k := f.l.dataKind(i); r.kinds[k].list == nil {
+			r.kinds[k] = a.withHandOver(f.handOvers[k])
+		}
+	}
+	return r
+}
+
+func (*fairLeases) ended(bool) {}
+
+// handingOver is a release that hands the lock over to the head of each
+// node's queue; it notes the heads the nodes named without handing the
+// lock over to them.
+type handingOver struct {
+	l     *Locker
+	f     *fairLeases
+	a     releaseArgs
+	kinds [2]releaseArgs
+	mu    sync.Mutex
+	heads []string
+}
+
+func (r *handingOver) args(ctx context.Context, i int) releaseArgs {
+	marker := r.l.gateFor(ctx, i).marker(r.a.keys[0])
+	k := r.l.dataKind(i)
+	args := r.kinds[k]
+	if args.list == nil { // learned meanwhile (gateFor)
+		args = r.a.withHandOver(r.f.handOvers[k])
+	}
+	args.marker = marker
+	return args
+}
+
+func (r *handingOver) heard(i int, rp released) {
+	switch {
+	case rp.counter > 0:
+		// A waiter of this Locker need not wait for the announcement.
+		r.l.hub.handOver(r.a.keys[0], i, rp.head, rp.counter)
+	case rp.head != "":
+		r.mu.Lock()
+		if !slices.Contains(r.heads, rp.head) {
+			r.heads = append(r.heads, rp.head)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// done wakes a waiter of this Locker that the nodes named the head of the
+// queue: it need not wait for the announcements.
+func (r *handingOver) done(time.Duration) {
+	r.mu.Lock()
+	heads := r.heads
+	r.mu.Unlock()
+	if len(heads) > 0 {
+		r.l.hub.wakeHeads(r.a.keys[0], heads)
+	}
+}
+
+// placeLease are the hooks of a lease a fair Acquire took: its release
+// also removes the Acquire's place from the nodes where it may still
+// stand, and the place leaves the queue again after the node calls of the
+// Acquire's earlier attempts that were still running when the lease was
+// granted (queuing): one that lands after the release queues it again.
+type placeLease struct {
+	*fairLeases
+	key, place string
+	queuing    []startedCalls
+	// late are the queuing calls still running when the release began.
+	late []startedCalls
+}
+
+func (p *placeLease) release(a releaseArgs) releasing {
+	a.place = p.place
+	p.late = running(p.queuing, nil) // may land after the release
+	return p.fairLeases.release(a)
+}
+
+// ended leaves the queue after the late calls: giving back a lock handed
+// over to the place after the release; keeping it when the lease was
+// orphaned (its lock stays until its TTL, but the place must not be handed
+// a lock that nobody would renew or release).
+func (p *placeLease) ended(orphaned bool) {
+	switch {
+	case orphaned:
+		p.leaveAfter(running(p.queuing, nil), keeping)
+	case len(p.late) > 0:
+		p.leaveAfter(p.late, givingBack)
+	}
+}
+
+// leaveAfter takes the place out of the queue on every node, in the
+// background, once the given attempt calls have ended (leaveQueue); with
+// givingBack, a lock handed over to the place is given up too.
+func (p *placeLease) leaveAfter(calls []startedCalls, lock handedLock) {
+	l := p.l
+	l.leaveQueue(p.key, &place{member: p.place, handState: &handState{calls: calls}}, l.allIdxs(), lock)
 }
 
 // dataKind is what the Locker knows of a node's data, as a hand-over
@@ -339,25 +478,18 @@ const (
 	// uncheckedData: the node does not report its uptime (a stand-in):
 	// the data-loss rule does not apply.
 	uncheckedData dataKind = iota
-	// volatileData: a server that may lose writes in a restart, or one
-	// the Locker could not learn about yet.
-	volatileData
-	// durableData: servers that keep every write through a restart.
-	durableData
+	// checkedData: a server whose data the rule checks, or one the
+	// Locker could not learn about yet.
+	checkedData
 )
 
 // dataKind returns what the Locker last learned of node i's data.
 func (l *Locker) dataKind(i int) dataKind {
 	d := l.data[i].Load()
-	switch {
-	case d == nil:
-		return volatileData
-	case d.u.Since.IsZero():
+	if d != nil && d.u.Since.IsZero() {
 		return uncheckedData
-	case d.u.Durable:
-		return durableData
 	}
-	return volatileData
+	return checkedData
 }
 
 // handedLock says what a place that leaves the queue does with a lock
@@ -462,8 +594,8 @@ func (fw *fairWait) handedOver(ctx context.Context) (*Lease, handNext) {
 		return nil, tryNow
 	}
 	defer l.bg.Done()
-	validity := l.cfg.validity()
-	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.cfg.drift() - time.Millisecond)
+	validity := l.validity
+	validUntil := p.first.Add(min(l.cfg.LeaseDuration, p.ttl) - l.drift - time.Millisecond)
 	if time.Until(validUntil) <= lossGuard(validity)+l.cfg.NodeCallTimeout {
 		// Renew the handed-over locks for the full TTL: the validity then
 		// counts from the renewal's start, on the nodes that confirm, with

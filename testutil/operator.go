@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -46,7 +48,7 @@ func EvictUntilGone(ctx context.Context, s *RedisServer, policy string, keys ...
 		return 0, fmt.Errorf("testutil: CONFIG SET maxmemory on %s: %w", s.Addr(), err)
 	}
 	value := strings.Repeat("x", 1024)
-	c := s.Client()
+	c := s.patientClient()
 	for i := 0; i < 200000; i += 100 {
 		n, err := c.Exists(ctx, keys...).Result()
 		if err != nil {
@@ -75,7 +77,7 @@ func NoEviction(ctx context.Context, s *RedisServer) error {
 			return fmt.Errorf("testutil: CONFIG SET %s %s on %s: %w", kv[0], kv[1], s.Addr(), err)
 		}
 	}
-	c := s.Client()
+	c := s.patientClient()
 	iter := c.Scan(ctx, 0, fillerPrefix+"*", 1000).Iterator()
 	var batch []string
 	for iter.Next(ctx) {
@@ -167,6 +169,17 @@ func ReplID(ctx context.Context, s *RedisServer) (string, error) {
 	return id, nil
 }
 
+// patientClient is a client of s like Client's, with timeouts of 10 s: a
+// fixture's writes must not fail on a loaded machine. s closes it at
+// cleanup.
+func (s *RedisServer) patientClient() *redis.Client {
+	opts := FastFailOptions(s.addr, s.password, 10*time.Second)
+	if s.tlsConf != nil {
+		opts.TLSConfig = s.tlsConf.Clone()
+	}
+	return s.clients.add(redis.NewClient(opts))
+}
+
 // infoInt reads an integer field of an INFO section of s.
 func infoInt(ctx context.Context, s *RedisServer, section, field string) (int64, error) {
 	info, err := s.Do(ctx, "INFO", section).Text()
@@ -199,7 +212,8 @@ func (s *RedisServer) Vouch(ctx context.Context) error {
 
 // VouchFor is Vouch for a Locker with key prefix prefix (db 0).
 func (s *RedisServer) VouchFor(ctx context.Context, prefix string) error {
-	info, err := s.Do(ctx, "INFO", "replication").Text()
+	c := s.patientClient()
+	info, err := c.Do(ctx, "INFO", "replication").Text()
 	if err != nil {
 		return nil // a sentinel, or a server that does not say: not a lock node
 	}
@@ -208,12 +222,12 @@ func (s *RedisServer) VouchFor(ctx context.Context, prefix string) error {
 	if role != "master" || !ok {
 		return nil
 	}
-	if ci, err := s.Do(ctx, "INFO", "cluster").Text(); err == nil {
+	if ci, err := c.Do(ctx, "INFO", "cluster").Text(); err == nil {
 		if on, _ := infoField(ci, "cluster_enabled"); on == "1" {
 			return nil
 		}
 	}
-	tv, err := s.Do(ctx, "TIME").StringSlice()
+	tv, err := c.Do(ctx, "TIME").StringSlice()
 	if err != nil || len(tv) != 2 {
 		return fmt.Errorf("testutil: vouch for %s: TIME: %v", s.Addr(), err)
 	}
@@ -222,14 +236,14 @@ func (s *RedisServer) VouchFor(ctx context.Context, prefix string) error {
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("testutil: vouch for %s: TIME: %w", s.Addr(), err)
 	}
-	return s.Do(ctx, "SET", redlock.MarkerKeys(prefix, 0, false)[0], vouching(id, sec*1_000_000+usec)).Err()
+	return c.Set(ctx, redlock.MarkerKeys(prefix, 0, false)[0], vouching(id, sec*1_000_000+usec), 0).Err()
 }
 
 // vouching is a marker's value that vouches for replication id id from
-// now (µs on the server's clock).
+// the start of the current second (now in µs on the server's clock), so
+// that the floor it sets does not split the nodes' first counters.
 func vouching(id string, now int64) string {
-	us := strconv.FormatInt(now, 10)
-	return "v4 " + id + " " + us + " " + us + " -"
+	return "v4 " + id + " " + strconv.FormatInt(now-now%1_000_000, 10) + " " + strconv.FormatInt(now, 10) + " -"
 }
 
 // Vouch writes on every shard the markers of its hash slots for a Locker
@@ -239,11 +253,13 @@ func (c *Cluster) Vouch(ctx context.Context) error {
 	markers := redlock.MarkerKeys(redlock.DefaultKeyPrefix, 0, true)
 	for i, sh := range c.shards {
 		p := sh.servers[0]
-		id, err := ReplID(ctx, p)
+		c := p.patientClient()
+		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			return err
 		}
-		tv, err := p.Do(ctx, "TIME").StringSlice()
+		id, _ := infoField(info, "master_replid")
+		tv, err := c.Do(ctx, "TIME").StringSlice()
 		if err != nil || len(tv) != 2 {
 			return fmt.Errorf("testutil: vouch for %s: TIME: %v", p.Addr(), err)
 		}
@@ -251,7 +267,7 @@ func (c *Cluster) Vouch(ctx context.Context) error {
 		usec, _ := strconv.ParseInt(tv[1], 10, 64)
 		v := vouching(id, sec*1_000_000+usec)
 		for lo := sh.lo; lo <= sh.hi; lo += 256 {
-			pipe := p.Client().Pipeline()
+			pipe := c.Pipeline()
 			for slot := lo; slot <= min(lo+255, sh.hi); slot++ {
 				pipe.Set(ctx, markers[slot], v, 0)
 			}

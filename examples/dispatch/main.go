@@ -12,11 +12,21 @@
 // Every mode runs the same workload with the same faults: a worker freezes
 // just before a dispatch for longer than a lease (in leader mode, the
 // leader), and later a worker crashes and restarts (in leader mode, the
-// leader again). The orders service counts the courier calls and prints a
-// table: effects, duplicates, empty polls, failovers and stale writes
+// leader again). The sink counts the courier calls and the program prints
+// a table: effects, duplicates, empty polls, failovers and stale writes
 // fenced off.
 //
-//	go run ./examples/dispatch
+// The sink is PostgreSQL when one can be reached, found the way psql finds
+// it: --database-url, else the libpq environment variables (PGHOST, PGPORT,
+// PGUSER, PGDATABASE, PGPASSWORD) and their defaults. Every dispatch is then
+// a row of redlock_dispatch_effects, and leader mode's are fenced by
+// pgfence.Tx (the token check, the courier call and the row in one
+// transaction), so the duplicates are counted in the database. With no
+// PostgreSQL reachable it says so and uses the in-memory sink
+// (fencing.Fence); --sink=memory or --sink=postgres chooses.
+//
+//	cd examples/dispatch && go run .
+//	cd examples/dispatch && PGHOST=127.0.0.1 PGUSER=postgres go run .
 package main
 
 import (
@@ -32,26 +42,45 @@ import (
 )
 
 func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, stderrSay); err != nil {
+		fmt.Fprintln(os.Stderr, "dispatch:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the program: flags in args, the table on out, notes to say.
+func run(ctx context.Context, args []string, out io.Writer, say func(string)) error {
 	w := DefaultWorkload()
-	flag.IntVar(&w.Orders, "orders", w.Orders, "orders in the workload")
-	flag.IntVar(&w.Workers, "workers", w.Workers, "worker processes (at least 3)")
-	flag.DurationVar(&w.Lease, "lease", w.Lease, "lease duration of every lock")
-	flag.Parse()
+	fs := flag.NewFlagSet("dispatch", flag.ContinueOnError)
+	fs.IntVar(&w.Orders, "orders", w.Orders, "orders in the workload")
+	fs.IntVar(&w.Workers, "workers", w.Workers, "worker processes (at least 3)")
+	fs.DurationVar(&w.Lease, "lease", w.Lease, "lease duration of every lock")
+	dbURL := fs.String("database-url", "", "PostgreSQL URL (default: the libpq environment, PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, as psql)")
+	sinkKind := fs.String("sink", "auto", "where dispatches go: auto (PostgreSQL if reachable, else memory), postgres, memory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	w.CrashAt = min(w.CrashAt, w.Orders)
 	w.StallAt = min(w.StallAt, w.CrashAt)
 	w.Stall, w.Restart = 3*w.Lease, 2*w.Lease
 
 	redis.SetLogger(quiet{}) // crashed workers' connections fail on purpose
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	stats, err := Compare(ctx, w)
+	sink, closeSink, err := ChooseSink(ctx, *sinkKind, *dbURL, say)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "dispatch:", err)
-		os.Exit(1)
+		return err
 	}
-	fmt.Printf("%d orders, %d workers, lease %s; one worker stalls (%s or more, until another has taken over) before a dispatch, one crashes and restarts\n\n",
+	defer closeSink()
+	stats, err := Compare(ctx, w, sink)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d orders, %d workers, lease %s; one worker stalls (%s or more, until another has taken over) before a dispatch, one crashes and restarts\n",
 		w.Orders, w.Workers, w.Lease, w.Stall)
-	PrintTable(os.Stdout, stats)
+	fmt.Fprintf(out, "sink: %s\n\n", sink.Name())
+	PrintTable(out, stats)
+	return nil
 }
 
 // PrintTable writes one row per mode.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,15 +36,95 @@ func smallWorkload() Workload {
 // deterministic (the stall outlasts the lease, and the others keep
 // working); how many more duplicates scan has depends on timing.
 func TestLeaderModeHasNoDuplicates(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	requireNoDuplicates(t, MemorySink{}, roomyWorkload())
+}
+
+// roomyWorkload is smallWorkload with room for a loaded machine (node calls
+// get a third of the lease) and for the database's round trips (each fenced
+// dispatch is a transaction of four).
+func roomyWorkload() Workload {
 	w := smallWorkload()
-	stats, err := Compare(ctx, w)
+	w.Lease, w.Stall, w.Restart = 200*time.Millisecond, 600*time.Millisecond, 400*time.Millisecond
+	return w
+}
+
+// TestPostgres runs the example on a real PostgreSQL: the same table of
+// results, the effects counted as rows in the database; and the sink found
+// the way psql finds it.
+func TestPostgres(t *testing.T) {
+	pg := testutil.StartPostgres(t)
+	ctx := testutil.Context(t)
+	sink, err := OpenPostgres(ctx, pg.URL(), 10*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(sink.Close)
+
+	t.Run("LeaderModeHasNoDuplicates", func(t *testing.T) {
+		ctx := testutil.Context(t)
+		requireNoDuplicates(t, sink, roomyWorkload())
+		// The effects are rows: no order has two in a leader run (whose
+		// rows carry a term), and the stalled leader's term wrote none
+		// after the next term's first.
+		var dup int
+		require.NoError(t, sink.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT run, order_id FROM redlock_dispatch_effects
+			WHERE term IS NOT NULL GROUP BY run, order_id HAVING count(*) > 1) d`).Scan(&dup))
+		require.Zero(t, dup)
+	})
+
+	t.Run("FoundLikePsql", func(t *testing.T) {
+		ctx := testutil.Context(t)
+		for _, kv := range pg.Env() {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		var notes []string
+		s, closeSink, err := ChooseSink(ctx, "auto", "", func(n string) { notes = append(notes, n) })
+		require.NoError(t, err)
+		defer closeSink()
+		require.Empty(t, notes)
+		require.Contains(t, s.Name(), "PostgreSQL at 127.0.0.1:")
+
+		// The whole program, on a small workload.
+		var out bytes.Buffer
+		require.NoError(t, run(ctx, []string{"-orders", "12", "-workers", "3", "-lease", "200ms"}, &out, func(n string) { notes = append(notes, n) }))
+		require.Contains(t, out.String(), "sink: PostgreSQL at 127.0.0.1:"+strconv.Itoa(pg.Port())+"/postgres as postgres")
+		require.Regexp(t, `(?m)^ +leader +12 +12 +0 `, out.String(), "leader mode: 12 effects, 0 duplicates\n%s", out.String())
+		require.Empty(t, notes)
+	})
+}
+
+// TestFallsBackToMemory: with no PostgreSQL reachable, auto says so and
+// uses the in-memory sink; postgres fails; memory does not try.
+func TestFallsBackToMemory(t *testing.T) {
+	ctx := testutil.Context(t)
+	nowhere := "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2"
+	var notes []string
+	s, closeSink, err := ChooseSink(ctx, "auto", nowhere, func(n string) { notes = append(notes, n) })
+	require.NoError(t, err)
+	closeSink()
+	require.Equal(t, MemorySink{}, s)
+	require.Len(t, notes, 1)
+	require.Contains(t, notes[0], "no PostgreSQL reachable at 127.0.0.1:1/postgres")
+	require.Contains(t, notes[0], "using the in-memory sink")
+
+	_, _, err = ChooseSink(ctx, "postgres", nowhere, nil)
+	require.ErrorIs(t, err, ErrNoPostgres)
+	s, _, err = ChooseSink(ctx, "memory", nowhere, nil)
+	require.NoError(t, err)
+	require.Equal(t, MemorySink{}, s)
+	_, _, err = ChooseSink(ctx, "disk", "", nil)
+	require.ErrorContains(t, err, "unknown sink")
+}
+
+func requireNoDuplicates(t *testing.T, sink Sink, w Workload) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stats, err := Compare(ctx, w, sink)
 	require.NoError(t, err)
 	require.Len(t, stats, 3)
 	var table bytes.Buffer
 	PrintTable(&table, stats)
-	t.Logf("\n%s", table.String())
+	t.Logf("%s\n%s", sink.Name(), table.String())
 
 	for _, s := range stats {
 		require.Equal(t, w.Orders, s.Orders, s.Mode)
@@ -64,6 +146,6 @@ func TestLeaderModeHasNoDuplicates(t *testing.T) {
 func TestSimulateRejectsABadWorkload(t *testing.T) {
 	w := smallWorkload()
 	w.Workers = 2
-	_, err := Simulate(context.Background(), Leader, w)
+	_, err := Simulate(context.Background(), Leader, w, MemorySink{})
 	require.Error(t, err)
 }

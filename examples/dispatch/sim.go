@@ -81,11 +81,12 @@ type Stats struct {
 	Elapsed time.Duration
 }
 
-// Compare runs w in every mode, one after the other, each on fresh nodes.
-func Compare(ctx context.Context, w Workload) ([]Stats, error) {
+// Compare runs w in every mode, one after the other, each on fresh nodes
+// and a fresh run of sink.
+func Compare(ctx context.Context, w Workload, sink Sink) ([]Stats, error) {
 	var all []Stats
 	for _, m := range Modes {
-		st, err := Simulate(ctx, m, w)
+		st, err := Simulate(ctx, m, w, sink)
 		if err != nil {
 			return all, fmt.Errorf("%s: %w", m, err)
 		}
@@ -94,11 +95,16 @@ func Compare(ctx context.Context, w Workload) ([]Stats, error) {
 	return all, nil
 }
 
-// Simulate runs w in mode m on three embedded lock nodes and returns what
-// the sink counted. It fails if the workload does not finish by ctx's end.
-func Simulate(ctx context.Context, m Mode, w Workload) (Stats, error) {
+// Simulate runs w in mode m on three embedded lock nodes, dispatching to a
+// new run of sink, and returns what the sink counted. It fails if the
+// workload does not finish by ctx's end.
+func Simulate(ctx context.Context, m Mode, w Workload, sink Sink) (Stats, error) {
 	if w.Workers < 3 || w.Orders < w.CrashAt || w.StallAt > w.CrashAt || w.Batch < 1 {
 		return Stats{}, errors.New("workload needs at least 3 workers and StallAt <= CrashAt <= Orders")
+	}
+	run, err := sink.NewRun(ctx)
+	if err != nil {
+		return Stats{}, err
 	}
 	var urls []string
 	for range 3 {
@@ -110,11 +116,12 @@ func Simulate(ctx context.Context, m Mode, w Workload) (Stats, error) {
 		srv.ClockTTL(true) // lock TTLs run down with the wall clock
 		urls = append(urls, "redis://"+srv.Addr())
 	}
-	s := &sim{mode: m, w: w, urls: urls, book: newOrderBook(w.Send),
+	s := &sim{mode: m, w: w, urls: urls, book: newOrderBook(w.Send, run),
 		current: make([]*proc, w.Workers), restarted: make(chan struct{}, 1)}
 	start := time.Now()
-	err := s.run(ctx)
-	st := s.book.stats()
+	err = s.run(ctx)
+	st, serr := s.book.stats(ctx)
+	err = errors.Join(err, serr)
 	st.Mode, st.Elapsed = m, time.Since(start)
 	if m == Leader {
 		st.Failovers = max(0, st.Failovers-1)
@@ -328,7 +335,7 @@ func (s *sim) start(ctx context.Context, slot, gen int) (*proc, error) {
 // takenOver reports that another worker has taken over (dispatched the
 // order, or, in leader mode, written with a newer term), so that the
 // outcome does not depend on how fast the others happen to be on a busy
-// machine. It gives up waiting for the take-over after 20 Stalls.
+// machine. It gives up waiting for the take-over after 100 Stalls.
 func (s *sim) fault(ctx context.Context, p *proc, takenOver func() bool) (crashed, stalled bool) {
 	if p.crash.Load() {
 		p.gate.Cut()
@@ -336,7 +343,7 @@ func (s *sim) fault(ctx context.Context, p *proc, takenOver func() bool) (crashe
 	}
 	if p.stall.CompareAndSwap(true, false) {
 		p.gate.Cut()
-		giveUp := time.Now().Add(20 * s.w.Stall)
+		giveUp := time.Now().Add(100 * s.w.Stall)
 		alive := sleep(ctx, s.w.Stall)
 		for alive && !takenOver() && time.Now().Before(giveUp) {
 			alive = sleep(ctx, time.Millisecond)
@@ -365,8 +372,9 @@ func (s *sim) scan(ctx context.Context, p *proc) (crashed bool) {
 			if crashed {
 				return true
 			}
-			s.book.send(id)
-			s.book.markDone(id)
+			if s.book.send(ctx, id) == nil {
+				s.book.markDone(id)
+			}
 			if stalled {
 				p.woke()
 			}
@@ -397,8 +405,9 @@ func (s *sim) claim(ctx context.Context, p *proc) (crashed bool) {
 			if crashed {
 				return true
 			}
-			s.book.send(id)
-			s.book.markDone(id)
+			if s.book.send(ctx, id) == nil {
+				s.book.markDone(id)
+			}
 			dispatched++
 			if stalled {
 				p.woke()
@@ -454,7 +463,7 @@ func (s *sim) serve(ctx context.Context, p *proc, term *redlock.Term) (crashed b
 			if term.Context().Err() != nil {
 				return false // the term is over: stop at once
 			}
-			crashed, stalled := s.fault(ctx, p, func() bool { return s.book.fence.Highest("orders") > term.Fence() })
+			crashed, stalled := s.fault(ctx, p, func() bool { return s.book.run.Highest(ctx) > term.Fence() })
 			if crashed {
 				return true
 			}
@@ -483,25 +492,25 @@ func (s *sim) serve(ctx context.Context, p *proc, term *redlock.Term) (crashed b
 }
 
 // orderBook is the orders table and the courier behind it: the resource.
-// In leader mode it is also the fenced sink: a dispatch carries the term's
-// fencing token, and the token check, the courier call and the status
-// change are one step (fencing.Fence.Do), as they would be in one
-// transaction of a real database.
+// The dispatches go to a Sink run. In leader mode it is also the fenced
+// sink: a dispatch carries the term's fencing token, and the token check,
+// the courier call and the record are one step (fencing.Fence.Do in
+// memory, one transaction with pgfence.Tx in PostgreSQL).
 type orderBook struct {
 	sendTime time.Duration
-	fence    fencing.Fence
+	run      Run
 
 	mu         sync.Mutex
 	order      []string // arrival order
 	pendingSet map[string]bool
-	effects    map[string]int
+	effects    map[string]int // what this process saw succeed
 	emptyPolls int
 	fenced     int
 	terms      int
 }
 
-func newOrderBook(send time.Duration) *orderBook {
-	return &orderBook{sendTime: send, pendingSet: make(map[string]bool), effects: make(map[string]int)}
+func newOrderBook(send time.Duration, run Run) *orderBook {
+	return &orderBook{sendTime: send, run: run, pendingSet: make(map[string]bool), effects: make(map[string]int)}
 }
 
 func (b *orderBook) add(id string) {
@@ -541,10 +550,18 @@ func (b *orderBook) isPending(id string) bool {
 	return b.pendingSet[id]
 }
 
-// send is the effect: the courier is called for id. It does not dedupe; a
-// second call sends a second courier.
-func (b *orderBook) send(id string) {
-	time.Sleep(b.sendTime)
+// send is the effect, unfenced: the courier is called for id. It does not
+// dedupe; a second call sends a second courier.
+func (b *orderBook) send(ctx context.Context, id string) error {
+	if err := b.run.Effect(ctx, id, 0, false, b.sendTime); err != nil {
+		return err
+	}
+	b.sent(id)
+	return nil
+}
+
+// sent counts an effect the sink accepted.
+func (b *orderBook) sent(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.effects[id]++
@@ -565,20 +582,21 @@ func (b *orderBook) markDone(id string) {
 
 // openTerm is a new leader's first, empty, fenced write.
 func (b *orderBook) openTerm(ctx context.Context, t fencing.Token) error {
-	return b.fenceDo(ctx, t, func() error { return nil })
+	return b.countFenced(b.run.Effect(ctx, "", t, true, 0))
 }
 
 // dispatch sends id and marks it done, fenced by t.
 func (b *orderBook) dispatch(ctx context.Context, id string, t fencing.Token) error {
-	return b.fenceDo(ctx, t, func() error {
-		b.send(id)
-		b.markDone(id)
-		return nil
-	})
+	if err := b.countFenced(b.run.Effect(ctx, id, t, true, b.sendTime)); err != nil {
+		return err
+	}
+	b.sent(id)
+	b.markDone(id)
+	return nil
 }
 
-func (b *orderBook) fenceDo(ctx context.Context, t fencing.Token, fn func() error) error {
-	err := b.fence.Do(ctx, "orders", t, fn)
+// countFenced counts err if it is a stale token's refusal.
+func (b *orderBook) countFenced(err error) error {
 	if errors.Is(err, fencing.ErrStaleToken) {
 		b.mu.Lock()
 		b.fenced++
@@ -599,15 +617,17 @@ func (b *orderBook) termWon() {
 	b.terms++
 }
 
-func (b *orderBook) stats() Stats {
+// stats counts the effects as the sink recorded them.
+func (b *orderBook) stats(ctx context.Context) (Stats, error) {
+	effects, err := b.run.Effects(context.WithoutCancel(ctx))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := Stats{Orders: len(b.order), EmptyPolls: b.emptyPolls, Failovers: b.terms, Fenced: b.fenced, Undispatched: len(b.pendingSet)}
-	for _, n := range b.effects {
+	for _, n := range effects {
 		st.Effects += n
 		st.Duplicates += n - 1
 	}
-	return st
+	return st, err
 }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still alive.

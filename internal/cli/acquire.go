@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +17,10 @@ import (
 
 // acquireResult is the --json output of acquire.
 type acquireResult struct {
-	Resource  string   `json:"resource"`
+	Resource string `json:"resource"`
+	// Semaphore is the semaphore's resource when Resource is one of its
+	// slots (-n K above 1).
+	Semaphore string   `json:"semaphore,omitempty"`
 	Key       string   `json:"key"`
 	Token     string   `json:"token"`
 	Fence     uint64   `json:"fence"`
@@ -27,23 +33,37 @@ type acquireResult struct {
 // acquireCmd builds acquire.
 func (a *App) acquireCmd() *cobra.Command {
 	var wait time.Duration
+	slots := 1
+	var shared bool
 	cmd := &cobra.Command{
-		Use:   "acquire RESOURCE [--wait DURATION]",
+		Use:   "acquire RESOURCE [-n K] [--wait DURATION]",
 		Short: "Take a lock and print its token; it lives until its TTL",
 		Long: `Take the lock on RESOURCE and print the resource, the token, the fencing
 token, the nodes that granted it and when it expires. One attempt by default;
 with --wait, retry until the lock is free or DURATION has passed, also while
 no majority of the nodes can be reached.
 
+With -n K, take one of the K slots of the semaphore on RESOURCE instead: the
+slot's name (RESOURCE#i) is printed as the resource, and renew and release
+take that name with the token. A shell script can so hold a slot over
+several steps.
+
 No process stays behind to renew the lock: it expires after --ttl unless
 "redlock-cli renew" extends it or "redlock-cli release" deletes it, both with
 the printed token. The token is a secret: whoever has it can release the lock.
+
+--shared is not offered: a reader's lease of the read-write lock cannot be
+renewed or released by its token from another process; hold one over several
+steps with "redlock-cli run --shared RESOURCE -- sh -c 'step1 && step2'".
 
 ` + exitCodeHelp,
 		Args: exactArgs("RESOURCE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resource := args[0]
-			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource)); err != nil {
+			if shared {
+				return usageErrorf("acquire --shared is not supported: a reader's lease cannot be renewed or released by its token from another process; hold a shared lock over several steps with: redlock-cli run --shared %s -- sh -c 'step1 && step2' (or a script)", shellQuote(resource))
+			}
+			if err := a.prepare(cmd, checkWait(cmd, wait), checkResource(resource), checkSlots(slots)); err != nil {
 				return err
 			}
 			w := startWait(wait)
@@ -54,14 +74,18 @@ the printed token. The token is a secret: whoever has it can release the lock.
 			if err != nil {
 				return err
 			}
-			lease, err := a.lock(ctx, s, resource, w)
+			lease, err := a.lockSlot(ctx, s, resource, slots, w)
 			if err != nil {
 				return closeFailed(s, err)
 			}
 			// The lock outlives this process: stop renewing it, and keep
 			// Close from releasing it.
 			lease.Orphan()
-			a.printAcquired(s, lease)
+			sem := ""
+			if slots > 1 {
+				sem = resource
+			}
+			a.printAcquired(s, lease, sem, slots)
 			// Closing waits for the attempt's late calls, so that a node
 			// that failed after the majority had answered is named too.
 			s.close()
@@ -70,6 +94,9 @@ the printed token. The token is a secret: whoever has it can release the lock.
 		},
 	}
 	addWaitFlag(cmd.Flags(), &wait)
+	addSlotsFlag(cmd.Flags(), &slots)
+	cmd.Flags().BoolVar(&shared, "shared", false, "not supported (a reader's lease cannot be released by token): use run --shared")
+	_ = cmd.Flags().MarkHidden("shared")
 	return cmd
 }
 
@@ -152,7 +179,7 @@ func (a *App) lockAll(ctx context.Context, s *session, resources []string, w wai
 	if w.total <= 0 {
 		leases, err := s.locker.TryAcquireAll(ctx, resources...)
 		if err != nil {
-			return nil, a.acquireFailure(ctx, s, resources[0], err, 0)
+			return nil, a.busyOfAll(ctx, s, resources, a.acquireFailure(ctx, s, resources[0], err, 0))
 		}
 		return leases, nil
 	}
@@ -162,9 +189,128 @@ func (a *App) lockAll(ctx context.Context, s *session, resources []string, w wai
 	defer done()
 	leases, err := s.locker.AcquireAll(wctx, resources...)
 	if err != nil {
-		return nil, a.acquireFailure(ctx, s, resources[0], err, w.total)
+		return nil, a.busyOfAll(ctx, s, resources, a.acquireFailure(ctx, s, resources[0], err, w.total))
 	}
 	return leases, nil
+}
+
+// busyOfAll rewrites ce, the failure of taking resources all at once,
+// when they were busy: the message names each resource that is held and
+// its holder (the library's error names the set only). Other failures are
+// returned as they are.
+func (a *App) busyOfAll(ctx context.Context, s *session, resources []string, ce *cliError) *cliError {
+	if ce.code != exitBusy {
+		return ce
+	}
+	type held struct {
+		owner string
+		ttl   time.Duration
+	}
+	found := make([]held, len(resources))
+	var wg sync.WaitGroup
+	for i, r := range resources {
+		wg.Go(func() {
+			found[i].owner, found[i].ttl = a.holder(ctx, s, r)
+		})
+	}
+	wg.Wait()
+	var parts []string
+	var holders []map[string]any
+	for i, r := range resources {
+		h := found[i]
+		if h.owner == "" && h.ttl == 0 {
+			continue
+		}
+		text := fmt.Sprintf("%q", r)
+		obj := map[string]any{"resource": r}
+		if h.owner != "" {
+			text += " held by " + h.owner
+			obj["owner"] = h.owner
+		} else {
+			text += " held"
+		}
+		if h.ttl > 0 {
+			text += " for " + roundDur(h.ttl).String() + " more"
+		}
+		if h.ttl != 0 {
+			obj["ttl_ms"] = ttlMillis(h.ttl)
+		}
+		parts = append(parts, text)
+		holders = append(holders, obj)
+	}
+	if len(parts) == 0 {
+		return ce
+	}
+	lead := fmt.Sprintf("%d of the %d resources are busy", len(parts), len(resources))
+	if len(parts) == 1 {
+		lead = fmt.Sprintf("1 of the %d resources is busy", len(resources))
+	}
+	if ms, ok := ce.extra["waited_ms"].(int64); ok && ce.kind == kindTimeout {
+		lead = fmt.Sprintf("gave up waiting for %s after %s: %s", strings.Join(quoteAll(resources), ", "), roundDur(time.Duration(ms)*time.Millisecond), lead)
+	}
+	ce.msg = clip(lead + ": " + strings.Join(parts, "; ") + " (none was taken: all or none)")
+	if ce.extra == nil {
+		ce.extra = map[string]any{}
+	}
+	delete(ce.extra, "holder_owner")
+	delete(ce.extra, "holder_ttl_ms")
+	ce.extra["busy"] = holders
+	return ce
+}
+
+// quoteAll quotes each of ss.
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// rwHolderText says who holds the read-write lock on resource, or waits
+// for it, as far as a majority of the nodes records it: "held by the
+// writer OWNER for 9.5s more", "read by 2 readers (a, b)", "2 writers
+// wait" (for a reader only: a writer that waited may count itself); ""
+// when it cannot tell within one call timeout.
+func (a *App) rwHolderText(ctx context.Context, s *session, resource string, shared bool) (string, map[string]any) {
+	rw, err := s.locker.NewRWLock(resource)
+	if err != nil {
+		return "", nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
+	defer cancel()
+	st, err := rw.Inspect(ictx)
+	if err != nil {
+		return "", nil
+	}
+	var parts []string
+	extra := map[string]any{}
+	if w := st.Writer; w != nil {
+		text := "held by the writer " + w.Owner
+		if w.TTL > 0 {
+			text += " for " + roundDur(w.TTL).String() + " more"
+		}
+		parts = append(parts, text)
+		extra["holder_owner"] = w.Owner
+		extra["holder_ttl_ms"] = ttlMillis(w.TTL)
+	}
+	if n := len(st.Readers); n > 0 {
+		owners := make([]string, n)
+		for i, r := range st.Readers {
+			owners[i] = r.Owner
+		}
+		parts = append(parts, fmt.Sprintf("read by %s (%s)", plural(n, "reader"), strings.Join(owners, ", ")))
+		extra["readers"] = owners
+	}
+	if shared && st.WritersWaiting > 0 {
+		verb := "waits"
+		if st.WritersWaiting > 1 {
+			verb = "wait"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (new readers queue behind)", plural(st.WritersWaiting, "writer"), verb))
+		extra["writers_waiting"] = st.WritersWaiting
+	}
+	return strings.Join(parts, "; "), extra
 }
 
 // lockRW takes the read-write lock on resource, as a reader (shared) or
@@ -181,7 +327,7 @@ func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bo
 	if w.total <= 0 {
 		lease, err := take(ctx)
 		if err != nil {
-			return nil, a.rwFailure(ctx, s, resource, err, 0)
+			return nil, a.rwFailure(ctx, s, resource, shared, err, 0)
 		}
 		return lease, nil
 	}
@@ -195,7 +341,7 @@ func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bo
 	defer done()
 	lease, err := take(wctx)
 	if err != nil {
-		return nil, a.rwFailure(ctx, s, resource, err, w.total)
+		return nil, a.rwFailure(ctx, s, resource, shared, err, w.total)
 	}
 	return lease, nil
 }
@@ -203,17 +349,27 @@ func (a *App) lockRW(ctx context.Context, s *session, resource string, shared bo
 // rwFailure is acquireFailure for a read-write lock: its holders are not
 // the plain lock's, so a busy lock is reported by the attempt's own words
 // (who holds it: a writer, readers, or a writer waits).
-func (a *App) rwFailure(ctx context.Context, s *session, resource string, err error, waited time.Duration) *cliError {
+func (a *App) rwFailure(ctx context.Context, s *session, resource string, shared bool, err error, waited time.Duration) *cliError {
 	var ae *redlock.AcquireError
 	if errors.Is(err, redlock.ErrNotAcquired) && errors.As(err, &ae) && !rejoiningBlocks(ae) {
 		if ie := interrupted(ctx); ie != nil {
 			return ie
 		}
-		return busyError(ae, "")
+		ce := busyError(ae, "")
+		if who, extra := a.rwHolderText(ctx, s, resource, shared); who != "" {
+			ce.msg = clip(fmt.Sprintf("the read-write lock %q is busy: %s (granted by %d of %d nodes, %d needed)", resource, who, ae.Granted, ae.Total, ae.Needed))
+			maps.Copy(ce.extra, extra)
+		}
+		return ce
 	}
 	if waited > 0 && errors.Is(err, context.DeadlineExceeded) && !rejoiningBlocks(a.watch.lastAttempt()) {
-		return &cliError{code: exitBusy, kind: kindTimeout, msg: fmt.Sprintf("gave up waiting for the read-write lock %q after %s: still busy", resource, waited), err: err,
+		ce := &cliError{code: exitBusy, kind: kindTimeout, msg: fmt.Sprintf("gave up waiting for the read-write lock %q after %s: still busy", resource, waited), err: err,
 			extra: map[string]any{"waited_ms": waited.Milliseconds()}}
+		if who, extra := a.rwHolderText(ctx, s, resource, shared); who != "" {
+			ce.msg = clip(ce.msg + ": " + who)
+			maps.Copy(ce.extra, extra)
+		}
+		return ce
 	}
 	return a.acquireFailure(ctx, s, resource, err, waited)
 }
@@ -401,6 +557,9 @@ func rejoiningError(ae *redlock.AcquireError, prefix string) *cliError {
 		addrs[i], _, _ = strings.Cut(n, " ")
 	}
 	msg := fmt.Sprintf("%s%q is unavailable, not busy: %s", prefix, ae.Resource, rejoiningText(ae, nodes))
+	if prefix == "" {
+		msg += "; nobody holds the lock and this passes by itself: retry after that, or wait for it with --wait DURATION"
+	}
 	return &cliError{code: exitRejoining, kind: kindRejoining, msg: clip(msg), err: ae,
 		extra: map[string]any{"rejoining": addrs, "granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}}
 }
@@ -418,10 +577,12 @@ func (a *App) holder(ctx context.Context, s *session, resource string) (owner st
 	return st.Holder.Owner, st.Holder.TTL
 }
 
-// printAcquired prints the lock acquire took.
-func (a *App) printAcquired(s *session, lease *redlock.Lease) {
+// printAcquired prints the lock acquire took; sem is the semaphore's
+// resource and slots its limit when the lock is one of its slots.
+func (a *App) printAcquired(s *session, lease *redlock.Lease, sem string, slots int) {
 	until := lease.ValidUntil()
 	res := acquireResult{
+		Semaphore: sem,
 		Resource:  lease.Resource(),
 		Key:       s.locker.Key(lease.Resource()),
 		Token:     lease.Token(),
@@ -434,6 +595,9 @@ func (a *App) printAcquired(s *session, lease *redlock.Lease) {
 	a.report(res, func() {
 		tw := a.table()
 		fmt.Fprintf(tw, "resource:\t%s\n", res.Resource)
+		if sem != "" {
+			fmt.Fprintf(tw, "slot of:\t%s (%s; renew and release take %s)\n", sem, plural(slots, "slot"), res.Resource)
+		}
 		fmt.Fprintf(tw, "token:\t%s\n", res.Token)
 		fmt.Fprintf(tw, "fence:\t%d\n", res.Fence)
 		fmt.Fprintf(tw, "owner:\t%s\n", res.Owner)

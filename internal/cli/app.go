@@ -1,8 +1,9 @@
 // Package cli is redlock-cli: its commands, one file each (acquire.go,
 // token.go for renew and release, status.go, run.go, doctor.go, bench.go,
-// demo.go), and what they share: the global flags (flags.go), the session
-// to the nodes (session.go), signals (signals.go), exit codes and error
-// messages (exitcode.go, errmsg.go) and the printers (print.go).
+// demo.go, verify.go with verify_*.go), and what they share: the global
+// flags (flags.go), the session to the nodes (session.go), signals
+// (signals.go), exit codes and error messages (exitcode.go, errmsg.go)
+// and the printers (print.go).
 // cmd/redlock-cli only wires it to the process: App.Execute.
 package cli
 
@@ -37,10 +38,14 @@ type App struct {
 	// observer, when set (--metrics-addr), receives the events of every
 	// Locker the command makes.
 	observer redlock.Observer
+	// trace is --trace (trace.go).
+	trace traceState
 	// watch, when set (acquire, run), observes the session's Locker in
 	// front of observer: it warns about rejoining and misconfigured nodes
 	// and keeps the last failed attempt.
 	watch *watcher
+	// verifyLockers, when set (tests only), makes verify's Lockers.
+	verifyLockers verifyLockersFunc
 }
 
 // rootLong is the help text of redlock-cli itself.
@@ -87,11 +92,12 @@ func (a *App) newRoot() *cobra.Command {
 	root.SetOut(a.Stdout)
 	root.SetErr(a.Stderr)
 	a.g.register(root.PersistentFlags())
+	a.registerTrace(root)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%s", err.Error())
 	})
 	root.AddCommand(a.acquireCmd(), a.renewCmd(), a.releaseCmd(), a.statusCmd(),
-		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd())
+		a.runCmd(), a.doctorCmd(), a.demoCmd(), a.benchCmd(), a.verifyCmd())
 	return root
 }
 
@@ -100,8 +106,9 @@ func (a *App) newRoot() *cobra.Command {
 // with --json, as a JSON object on stdout).
 func (a *App) Execute(ctx context.Context, args []string) int {
 	quietOnce.Do(func() { redis.SetLogger(quietLogger{}) })
+	defer a.trace.stop()
 	root := a.newRoot()
-	root.SetArgs(args)
+	root.SetArgs(flockArgs(root, args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK

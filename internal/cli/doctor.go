@@ -44,21 +44,20 @@ func (a *App) doctorCmd() *cobra.Command {
   role         a replica is FAIL; a primary with replicas is WARN
   persistence  appendonly yes + appendfsync always is OK; anything less is
                WARN (a restarted node forgets locks and fence counters)
-  eviction     maxmemory-policy noeviction (or no maxmemory) is OK;
-               allkeys-* and volatile-* with a maxmemory can evict lock
-               keys: WARN (the node then sits out the rejoin delay, and
-               every lock reads INFO there), FAIL with --rejoin-delay 0
+  eviction     maxmemory-policy noeviction or volatile-* is OK (a live
+               lease's evidence has no TTL); allkeys-* with a maxmemory is
+               FAIL (the library refuses the node), without one WARN
   memory       used memory at or above maxmemory is FAIL (the node refuses
                every new lock: OOM), above 90% of it WARN
-  rejoin       how the node comes back from a restart: at once when it
-               fsyncs every write; else it refuses locks until it has been
-               up for --rejoin-delay (default --ttl): WARN while it is
-               rejoining now, or when the uptime or the check is off
-  trust        the node's marker (PREFIX~trust; on a cluster, per slot):
-               "trusted since" a time, "sitting out for" how long and why
-               (WARN), or no marker yet (the first lock judges from INFO);
-               FAIL when the node's user may not run INFO in a script (the
-               node could not judge a loss) or the marker holds foreign data
+  rejoin       every restart (durable or not), failover or loss of data
+               makes the node sit out --rejoin-delay (default --ttl);
+               WARN with the rule off (--rejoin-delay 0)
+  trust        the node's marker (PREFIX~trust:dbN; on a cluster, per
+               slot): "trusted since" a time, "sitting out for" how long
+               and why, no marker or one for another replication id (the
+               next lock sits out) (WARN); FAIL when the node's user may
+               not run INFO in a script (every granting script reads the
+               server's identity so) or the marker holds foreign data
   scripts      EVALSHA and EVAL both run redlock's read-only inspect script
                on a key under --prefix; a renamed, disabled or refused
                EVALSHA or EVAL is FAIL
@@ -74,7 +73,12 @@ reports CLUSTER INFO (FAIL when not ok). A Sentinel group
 failover can lose the last writes. The node set (node "*"): node_count
 (WARN when even or below 3), quorum (FAIL when no majority of the nodes is
 reachable), distinct (FAIL when two URLs reach the same server, by the
-run_id of every server behind them). Exits 1 when any check is FAIL.
+run_id of every server behind them), independent (FAIL when a node's
+server is another listed node's server, its replica or its primary, by
+INFO replication: a replica is never a vote), clocks (FAIL when two node
+clocks differ by the fencing tokens' bound, min(9.5s, the rejoin delay),
+or more; WARN above ` + clockWarn.String() + `, or when a node clock is that far from
+this host's). Exits 1 when any check is FAIL.
 Works with the minimal ACL user of docs/security.md (CONFIG is then WARN).
 
 ` + exitCodeHelp,
@@ -216,7 +220,7 @@ func diagnose(ctx context.Context, nodes []*doctorNode, prefix string, timeout, 
 	for _, nr := range results {
 		res.Checks = append(res.Checks, nr.rows()...)
 	}
-	res.Checks = append(res.Checks, nodeSetChecks(results)...)
+	res.Checks = append(append(res.Checks, nodeSetChecks(results)...), independentCheck(results), clocksCheck(servers, rejoin))
 	for _, c := range res.Checks {
 		switch c.Status {
 		case statusFail:

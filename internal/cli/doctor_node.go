@@ -38,6 +38,9 @@ type nodeReport struct {
 	reachable bool
 	runID     string
 	checks    []check
+	// ident is what INFO says of the server's identity and replication,
+	// for the node set's independent check (doctor_topology.go).
+	ident serverIdentity
 	// clock is the server's clock minus this host's at the same instant
 	// (RTT-compensated); clockErr is half the round trip of that sample.
 	// clockVia says where the clock was read when not from TIME; clockFail
@@ -89,6 +92,7 @@ type target struct {
 func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 	r := &nodeReport{addr: t.label}
 	c := t.client
+	r.ident = serverIdentity{label: t.label, dialled: c.Options().Addr}
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, timeout) }
 
 	rtt, err := pingRTT(ctx, c, timeout)
@@ -106,6 +110,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 		r.add("version", statusWarn, "INFO server failed: %s", reason(err))
 	} else {
 		r.runID = server["run_id"]
+		r.ident.runID, r.ident.port = server["run_id"], server["tcp_port"]
 		checkVersion(r, t.kind, server)
 	}
 
@@ -115,6 +120,7 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 	if err != nil {
 		r.add("role", statusWarn, "INFO replication failed: %s", reason(err))
 	} else {
+		r.ident.replication(repl)
 		checkRole(r, t.kind, repl)
 	}
 
@@ -311,63 +317,59 @@ func checkPersistence(r *nodeReport, conf map[string]string) {
 	}
 }
 
-// checkRejoin adds the rejoin row: how the node rejoins after a restart
-// (Config.RejoinDelay), and whether it is rejoining now. server and conf
-// may be nil (INFO or CONFIG GET refused).
+// checkRejoin adds the rejoin row (Safety v4): every restart, durable or
+// not, every failover and every loss of data makes the node sit out the
+// rejoin delay (Config.RejoinDelay), counted from when a lock first
+// notices it (the trust row says whether the node sits out now); with the
+// rule off (--rejoin-delay 0) such a node grants at once: WARN. server
+// and conf may be nil (INFO or CONFIG GET refused).
 func checkRejoin(r *nodeReport, server, conf map[string]string, delay time.Duration) {
-	durable := conf != nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always"
-	up, err := strconv.ParseInt(server["uptime_in_seconds"], 10, 64)
-	switch {
-	case durable:
-		r.add("rejoin", statusOK, "appendfsync always: rejoins at once after a restart")
-	case err != nil:
-		r.add("rejoin", statusWarn, "uptime unknown (INFO server refused): the library treats the node as not yet safe and it grants no lock")
-	case delay < 0:
-		r.add("rejoin", statusWarn, "up %s; --rejoin-delay 0: after a restart without its data it would grant at once", fmtDuration(time.Duration(up)*time.Second))
-	case time.Duration(up)*time.Second < delay:
-		r.add("rejoin", statusWarn, "rejoining: up %s of the %s rejoin delay; it refuses locks until then (not durable%s)",
-			fmtDuration(time.Duration(up)*time.Second), delay, configNote(conf))
-	default:
-		r.add("rejoin", statusOK, "up %s, past the %s rejoin delay (not durable%s: after a restart it sits out that long)",
-			fmtDuration(time.Duration(up)*time.Second), delay, configNote(conf))
+	up := "uptime unknown"
+	if s, err := strconv.ParseInt(server["uptime_in_seconds"], 10, 64); err == nil {
+		up = "up " + fmtDuration(time.Duration(s)*time.Second)
 	}
+	if delay < 0 {
+		r.add("rejoin", statusWarn, "%s; --rejoin-delay 0: after a restart, a failover or a loss of data it grants at once", up)
+		return
+	}
+	durable := ""
+	if conf != nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always" {
+		durable = " (appendfsync always keeps the data, not the vote: a durable restart sits out too)"
+	}
+	r.add("rejoin", statusOK, "%s; after any restart%s, failover or loss of data the node grants nothing for the %s rejoin delay, from when a lock first notices it (see the trust row)%s",
+		up, durable, delay, configNote(conf))
 }
 
-// configNote says why a node counts as not durable.
+// configNote notes a configuration that could not be read.
 func configNote(conf map[string]string) string {
 	if conf == nil {
-		return ": CONFIG GET refused"
+		return "; CONFIG GET refused"
 	}
 	return ""
 }
 
-// checkEviction adds the eviction row: noeviction, or an evicting policy
-// without maxmemory (nothing is ever evicted), is OK. A policy that can
-// evict lock keys is WARN while the data-loss rule is on (the library
-// notices every eviction and the node sits out the rejoin delay after one;
-// every lock reads INFO there) and FAIL when --rejoin-delay 0 turned it off.
-func checkEviction(r *nodeReport, conf map[string]string, rejoin time.Duration) {
+// checkEviction adds the eviction row (Safety v4, rule 4): a lock's
+// evidence (its fence counter, holding the lease's end while the lease is
+// live) has no TTL, so neither noeviction nor a volatile-* policy can
+// evict it, and a lock key evicted under volatile-* is noticed (the node
+// refuses the lock until the lease's end). Under allkeys-* with a
+// maxmemory nothing of ours is safe: the Locker refuses the node
+// (redlock.ErrEvictsLocks), FAIL. allkeys-* without a maxmemory evicts
+// nothing yet: WARN. rejoin is unused since v4 (the lost-key check applies
+// with the data-loss rule off too).
+func checkEviction(r *nodeReport, conf map[string]string, _ time.Duration) {
 	policy, maxmem := conf["maxmemory-policy"], conf["maxmemory"]
-	var what string
 	switch {
 	case policy == "noeviction":
 		r.add("eviction", statusOK, "maxmemory-policy noeviction (maxmemory %s)", maxmem)
-		return
-	case strings.HasPrefix(policy, "allkeys-"):
-		what = fmt.Sprintf("maxmemory-policy %s can evict lock and fence keys under memory pressure (a lock vanishes, a fence counter restarts)", policy)
 	case strings.HasPrefix(policy, "volatile-"):
-		what = fmt.Sprintf("maxmemory-policy %s can evict lock keys, which have a TTL, under memory pressure", policy)
+		r.add("eviction", statusOK, "maxmemory-policy %s (maxmemory %s): it evicts only keys with a TTL; a live lease's evidence (its fence counter) has none, and a lock key evicted is noticed (the node refuses the lock until the lease's end)", policy, maxmem)
+	case strings.HasPrefix(policy, "allkeys-") && maxmem != "0":
+		r.add("eviction", statusFail, "maxmemory-policy %s with maxmemory %s can evict any key, a live lease's evidence included: the library refuses this node (it grants no lock); set noeviction or a volatile-* policy", policy, maxmem)
+	case strings.HasPrefix(policy, "allkeys-"):
+		r.add("eviction", statusWarn, "maxmemory-policy %s, but no maxmemory: nothing is evicted now; with a maxmemory the library refuses this node, and a switch to allkeys-* while a lease is live is the one eviction the contract does not cover: set noeviction or a volatile-* policy", policy)
 	default:
 		r.add("eviction", statusWarn, "unknown maxmemory-policy %q; noeviction is the safe one", policy)
-		return
-	}
-	switch {
-	case maxmem == "0":
-		r.add("eviction", statusOK, "maxmemory-policy %s, but no maxmemory: nothing is evicted (set noeviction before setting a maxmemory)", policy)
-	case rejoin < 0:
-		r.add("eviction", statusFail, "%s, and --rejoin-delay 0 turns off the rule that makes a node that evicted sit out; set noeviction", what)
-	default:
-		r.add("eviction", statusWarn, "%s: the library notices every eviction (evicted_keys) and the node then grants nothing for the %s rejoin delay, and every lock reads INFO here; set noeviction to avoid both", what, rejoin)
 	}
 }
 

@@ -40,7 +40,7 @@ func checkScripts(ctx context.Context, r *nodeReport, c *redis.Client, key strin
 	}
 	first := err
 	err = run(func(ctx context.Context) error { return c.Eval(ctx, scripts.Inspect.Source(), keys).Err() })
-	if err != nil && !errors.Is(err, redis.Nil) && (first == nil || reason(first) != reason(err)) {
+	if err != nil && !errors.Is(err, redis.Nil) && (first == nil || plainReason(first) != plainReason(err)) {
 		problems = append(problems, scriptProblem("EVAL", err,
 			"after a restart or SCRIPT FLUSH empties the script cache, no script can run"))
 	}
@@ -58,7 +58,7 @@ func checkScripts(ctx context.Context, r *nodeReport, c *redis.Client, key strin
 // scriptProblem says why running a script with cmd (EVALSHA or EVAL)
 // failed, and what that costs (why).
 func scriptProblem(cmd string, err error, why string) string {
-	msg := reason(err)
+	msg := plainReason(err)
 	switch {
 	case strings.Contains(strings.ToLower(msg), "unknown command"):
 		msg, _, _ = strings.Cut(msg, ", with args") // not the script's source

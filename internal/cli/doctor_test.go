@@ -39,33 +39,31 @@ func TestCheckPersistence(t *testing.T) {
 	}
 }
 
-// TestCheckEviction: noeviction, or no maxmemory, is OK; a policy that
-// can evict our keys is WARN while the data-loss rule is on (the node
-// sits out after an eviction) and FAIL with it off.
+// TestCheckEviction (Safety v4, rule 4): noeviction and volatile-* are
+// OK (a live lease's evidence has no TTL); allkeys-* with a maxmemory is
+// FAIL (the library refuses the node), without one WARN; the rejoin delay
+// changes nothing.
 func TestCheckEviction(t *testing.T) {
-	tests := []struct {
+	type row struct {
 		policy, maxmem string
 		rejoin         time.Duration
 		status, detail string
-	}{
+	}
+	tests := []row{
 		{"noeviction", "0", time.Second, statusOK, "maxmemory-policy noeviction"},
 		{"noeviction", "100mb", -1, statusOK, "maxmemory-policy noeviction"},
-		{"volatile-lru", "0", time.Second, statusOK, "no maxmemory: nothing is evicted"},
-		{"allkeys-lru", "0", -1, statusOK, "no maxmemory: nothing is evicted"},
+		{"allkeys-lru", "0", -1, statusWarn, "no maxmemory: nothing is evicted now"},
 		{"something-new", "100", time.Second, statusWarn, "unknown maxmemory-policy"},
 	}
-	for _, policy := range []string{"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"} {
-		tests = append(tests,
-			struct {
-				policy, maxmem string
-				rejoin         time.Duration
-				status, detail string
-			}{policy, "104857600", 5 * time.Second, statusWarn, "the node then grants nothing for the 5s rejoin delay, and every lock reads INFO here"},
-			struct {
-				policy, maxmem string
-				rejoin         time.Duration
-				status, detail string
-			}{policy, "104857600", -1, statusFail, "--rejoin-delay 0 turns off the rule"})
+	for _, policy := range []string{"allkeys-lru", "allkeys-lfu", "allkeys-random"} {
+		for _, rejoin := range []time.Duration{5 * time.Second, -1} {
+			tests = append(tests, row{policy, "104857600", rejoin, statusFail, "the library refuses this node"})
+		}
+	}
+	for _, policy := range []string{"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"} {
+		for _, maxmem := range []string{"0", "104857600"} {
+			tests = append(tests, row{policy, maxmem, -1, statusOK, "a live lease's evidence (its fence counter) has none"})
+		}
 	}
 	for _, tt := range tests {
 		c := rowOf(t, func(r *nodeReport) {
@@ -77,14 +75,15 @@ func TestCheckEviction(t *testing.T) {
 	}
 }
 
-// TestParseMarker: the marker's value as scripts/trust.lua writes it, and
-// what is not one.
+// TestParseMarker: the marker's value as scripts/trust.lua writes it (v4),
+// an older marker (judged as vouching for no replication id), and what is
+// not one.
 func TestParseMarker(t *testing.T) {
 	good := map[string]marker{
-		"abc 0 1796364035551001 -":        {runID: "abc", evicted: 0, from: 1796364035551001, why: "-"},
-		"3f9c1e 12 1796364035551001 lost": {runID: "3f9c1e", evicted: 12, from: 1796364035551001, why: "lost"},
-		"? 0 0 restarted":                 {runID: "?", evicted: 0, from: 0, why: "restarted"},
-		"r 7 5 evicted":                   {runID: "r", evicted: 7, from: 5, why: "evicted"},
+		"v4 abc 1796364035551001 1796364035551001 -":           {replid: "abc", from: 1796364035551001, seen: 1796364035551001, why: "-"},
+		"v4 3f9c1e 1796364035551001 1796364030000000 identity": {replid: "3f9c1e", from: 1796364035551001, seen: 1796364030000000, why: "identity"},
+		"v4 r 0 0 no-marker":                                   {replid: "r", why: "no-marker"},
+		"abc 0 1796364035551001 -":                             {from: 1796364035551001, why: "-", oldFormat: true},
 	}
 	for in, want := range good {
 		got, err := parseMarker(in)
@@ -92,8 +91,8 @@ func TestParseMarker(t *testing.T) {
 		require.Equal(t, want, got, in)
 	}
 	for _, in := range []string{
-		"", "abc", "abc 0 1 ", "abc 0 1", " abc 0 1 -", "abc  0 1 -", "abc -1 1 -", "abc 0 1.5 -",
-		"abc 0 1 - extra", "abc x 1 -", "abc 0 99999999999999999999 -", "abc 0 1 -\n", "(not a string)",
+		"", "abc", "v4 abc 0 1 ", "v4 abc 0 1", " v4 abc 0 1 -", "v4 abc  0 1 -", "v4 abc -1 1 -", "v4 abc 0 1.5 -",
+		"v4 abc 0 1 - extra", "v4 abc x 1 -", "v4 abc 0 99999999999999999999 -", "v4 abc 0 1 -\n", "(not a string)",
 	} {
 		_, err := parseMarker(in)
 		require.Error(t, err, "%q", in)
@@ -105,58 +104,42 @@ func TestParseMarker(t *testing.T) {
 func TestMarkerView(t *testing.T) {
 	const now = int64(1_800_000_000_000_000)
 	sec := int64(1_000_000)
+	at := func(us int64) string { return strconv.FormatInt(us, 10) }
 	tests := []struct {
-		name     string
-		raw      string
-		found    bool
-		evicted  string
-		mayEvict bool
-		state    string
-		status   string
-		detail   string
+		name   string
+		raw    string
+		found  bool
+		rejoin time.Duration
+		state  string
+		status string
+		detail string
 	}{
-		{"missing", "", false, "0", false, trustNoMarker, statusOK, "no marker yet (the first lock will judge from INFO)"},
-		{"trusted", "me 0 " + strconv.FormatInt(now-90*sec, 10) + " -", true, "0", false, trustTrusted, statusOK, "trusted since "},
-		{"waited before", "me 0 " + strconv.FormatInt(now-sec, 10) + " lost", true, "0", false, trustTrusted, statusOK, "it sat out because the server lost data"},
-		{"restarted", "me 0 " + strconv.FormatInt(now+3*sec, 10) + " restarted", true, "0", false, trustSittingOut, statusWarn, "sitting out for 3s more"},
-		{"lost", "me 0 " + strconv.FormatInt(now+2*sec, 10) + " lost", true, "0", false, trustSittingOut, statusWarn, "FLUSHALL or FLUSHDB, a failover to a replica"},
-		{"evicted", "me 4 " + strconv.FormatInt(now+sec, 10) + " evicted", true, "4", true, trustSittingOut, statusWarn, "the server evicted keys"},
-		{"evicted since", "me 4 " + strconv.FormatInt(now-sec, 10) + " -", true, "9", true, trustSittingOut, statusWarn, "evicted_keys 4, now 9"},
-		{"evictions ignored when it cannot evict", "me 4 " + strconv.FormatInt(now-sec, 10) + " -", true, "9", false, trustTrusted, statusOK, "trusted since"},
-		{"other server", "them 0 " + strconv.FormatInt(now-sec, 10) + " -", true, "0", false, trustOtherServer, statusWarn, "the marker names server them, not this one (me)"},
-		{"foreign data", "{\"json\": 1}", true, "0", false, trustBadMarker, statusFail, "holds data that is not redlock's"},
-		{"wrong type", "(not a string)", true, "0", false, trustBadMarker, statusFail, "fails with WRONGTYPE"},
+		{"missing", "", false, 10 * time.Second, trustNoMarker, statusWarn, "no marker: the next lock counts a loss, and the node grants nothing for the 10s rejoin delay"},
+		{"missing, the rule off", "", false, -1, trustNoMarker, statusOK, "nothing is waited"},
+		{"trusted", "v4 me " + at(now-90*sec) + " " + at(now) + " -", true, time.Second, trustTrusted, statusOK, "trusted since "},
+		{"no marker before", "v4 me " + at(now+3*sec) + " " + at(now) + " no-marker", true, time.Second, trustSittingOut, statusWarn, "sitting out for 3s more"},
+		{"identity", "v4 me " + at(now+2*sec) + " " + at(now) + " identity", true, time.Second, trustSittingOut, statusWarn, "its replication id changed"},
+		{"clock stepped back", "v4 me " + at(now-90*sec) + " " + at(now+5*sec) + " -", true, time.Second, trustSittingOut, statusWarn, "it stepped back"},
+		{"other data", "v4 them " + at(now-sec) + " " + at(now) + " -", true, time.Second, trustOtherServer, statusWarn, "vouches for replication id them, the server's is me"},
+		{"older marker", "run 0 " + at(now-sec) + " -", true, time.Second, trustOtherServer, statusWarn, "older than Safety v4"},
+		{"foreign data", "{\"json\": 1}", true, time.Second, trustBadMarker, statusFail, "holds data that is not redlock's"},
+		{"wrong type", "(not a string)", true, time.Second, trustBadMarker, statusFail, "fails with WRONGTYPE"},
 	}
 	for _, tt := range tests {
-		st := &trustState{Marker: "redlock:~trust"}
-		status, detail := markerView(st, tt.raw, tt.found, "me", tt.evicted, tt.mayEvict, now, nil)
+		st := &trustState{Marker: "redlock:~trust:db0"}
+		status, detail := markerView(st, tt.raw, tt.found, "me", now, tt.rejoin)
 		require.Equal(t, tt.status, status, "%s: %s", tt.name, detail)
 		require.Equal(t, tt.state, st.State, tt.name)
 		require.Contains(t, detail, tt.detail, tt.name)
 	}
 }
 
-// TestJudgeNote: what INFO says a judgement would find.
-func TestJudgeNote(t *testing.T) {
-	require.Empty(t, judgeNote(nil))
-	clean := map[string]string{"evicted_keys": "0", "second_repl_offset": "-1", "cmdstat_get": "calls=1"}
-	require.Contains(t, judgeNote(clean), "INFO shows no loss since the server started")
-	for field, words := range map[string]string{
-		"cmdstat_flushall": "FLUSHALL", "cmdstat_flushdb": "FLUSHDB", "cmdstat_config|resetstat": "CONFIG|RESETSTAT",
-	} {
-		info := map[string]string{"evicted_keys": "0", "second_repl_offset": "-1", field: "calls=1"}
-		require.Contains(t, judgeNote(info), words+" since the server started: it will then sit out", field)
-	}
-	require.Contains(t, judgeNote(map[string]string{"evicted_keys": "3", "second_repl_offset": "-1"}), "evicted keys (3)")
-	require.Contains(t, judgeNote(map[string]string{"evicted_keys": "0", "second_repl_offset": "1234"}), "a promotion from replica")
-}
-
 // TestMarkerKey: the marker lies under the prefix, cut at its first brace
-// as the library cuts it from a lock key.
+// as the library cuts it from a lock key, and names its db.
 func TestMarkerKey(t *testing.T) {
-	require.Equal(t, "redlock:~trust", markerKey("redlock:"))
-	require.Equal(t, "app:~trust", markerKey("app:"))
-	require.Equal(t, "app:~trust", markerKey("app:{tag}:"))
+	require.Equal(t, "redlock:~trust:db0", markerKey("redlock:", 0))
+	require.Equal(t, "app:~trust:db3", markerKey("app:", 3))
+	require.Equal(t, "app:~trust:db0", markerKey("app:{tag}:", 0))
 	require.Equal(t, `a\*b\?\[c\]\\`, globEscape(`a*b?[c]\`))
 }
 

@@ -188,3 +188,242 @@ func sentinelPrimary(ctx context.Context, o *redis.FailoverOptions, timeout time
 	}
 	return ""
 }
+
+// serverIdentity is what INFO says of one server's identity and place in
+// replication, for telling whether two listed nodes are independent: a
+// node that replicates another listed node, or two addresses of one
+// server, hold one copy of the data and would count twice toward a quorum
+// (Safety v4, rule 1: a replica is never a vote).
+type serverIdentity struct {
+	// label names the server in details; dialled is the address it was
+	// reached at; port is INFO's tcp_port.
+	label, dialled, port string
+	// runID is INFO's run_id (the process), replid its master_replid
+	// (the data's history: a replica takes its primary's).
+	runID, replid string
+	// role is INFO's role; master the master_host:master_port of a
+	// replica; replicas the ip:port of each replica connected to it.
+	role, master string
+	replicas     []string
+}
+
+// replication fills the identity's fields from INFO replication.
+func (id *serverIdentity) replication(repl map[string]string) {
+	id.role, id.replid = repl["role"], repl["master_replid"]
+	if h, p := repl["master_host"], repl["master_port"]; h != "" && p != "" {
+		id.master = net.JoinHostPort(h, p)
+	}
+	id.replicas = id.replicas[:0]
+	for k, v := range repl {
+		if n, ok := strings.CutPrefix(k, "slave"); !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			if a, b, ok := strings.Cut(kv, "="); ok {
+				f[a] = b
+			}
+		}
+		if f["ip"] != "" && f["port"] != "" {
+			id.replicas = append(id.replicas, net.JoinHostPort(f["ip"], f["port"]))
+		}
+	}
+	slices.Sort(id.replicas)
+}
+
+// isAt reports whether addr (host:port, as a replica names its master or
+// a primary its replica) names this server: the address it was reached at,
+// or its own port on that host; loopback names (localhost, 127.0.0.1, ::1)
+// are one host.
+func (id serverIdentity) isAt(addr string) bool {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil || addr == "" {
+		return false
+	}
+	dh, dp, err := net.SplitHostPort(id.dialled)
+	if err != nil {
+		return false
+	}
+	return sameHost(h, dh) && (p == dp || p == id.port)
+}
+
+// sameHost reports whether two host names are the same host, taking the
+// loopback names for one.
+func sameHost(a, b string) bool {
+	loop := func(h string) bool {
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return strings.EqualFold(a, b) || loop(a) && loop(b)
+}
+
+// dependence says how two servers reached through different nodes share
+// their data, "" when INFO shows no link: one server twice (run_id), one
+// replicating the other (its master, or the other's list of replicas), or
+// one replication history (master_replid: one replicates the other, or both
+// replicate one primary).
+func dependence(a, b serverIdentity) string {
+	switch {
+	case a.runID != "" && a.runID == b.runID:
+		return fmt.Sprintf("%s and %s are one server (run_id %s)", a.label, b.label, shortID(a.runID))
+	case a.role == "slave" && b.isAt(a.master):
+		return fmt.Sprintf("%s is a replica of %s (its master is %s)", a.label, b.label, a.master)
+	case b.role == "slave" && a.isAt(b.master):
+		return fmt.Sprintf("%s is a replica of %s (its master is %s)", b.label, a.label, b.master)
+	case slices.ContainsFunc(a.replicas, b.isAt):
+		return fmt.Sprintf("%s is a replica of %s (among its connected replicas)", b.label, a.label)
+	case slices.ContainsFunc(b.replicas, a.isAt):
+		return fmt.Sprintf("%s is a replica of %s (among its connected replicas)", a.label, b.label)
+	case a.replid != "" && a.replid == b.replid:
+		return fmt.Sprintf("%s and %s hold one replication history (master_replid %s): one replicates the other, or both replicate one primary", a.label, b.label, shortID(a.replid))
+	}
+	return ""
+}
+
+// dependences lists the links between servers of different nodes; ids
+// holds, per node, the identities of the servers behind it that answered.
+func dependences(ids [][]serverIdentity) []string {
+	var out []string
+	for i := range ids {
+		for j := i + 1; j < len(ids); j++ {
+			for _, a := range ids[i] {
+				for _, b := range ids[j] {
+					if d := dependence(a, b); d != "" {
+						out = append(out, d)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// independentHint is what to do about nodes that are not independent.
+const independentHint = "a primary and its replica, or one server listed twice, hold one copy of the data: " +
+	"they would count twice toward a quorum, and one failure takes both votes (a replica is never a vote); " +
+	"list independent primaries only, each on its own machine"
+
+// independentCheck is the node set's independent row: FAIL when a server
+// behind one node is another listed node's server, its replica or its
+// primary (INFO server and replication), OK otherwise.
+func independentCheck(nodes []*nodeResult) check {
+	ids := make([][]serverIdentity, len(nodes))
+	servers := 0
+	for i, nr := range nodes {
+		for _, r := range nr.servers {
+			if r.reachable && (r.ident.runID != "" || r.ident.role != "") {
+				ids[i] = append(ids[i], r.ident)
+				servers++
+			}
+		}
+	}
+	row := check{Node: nodeSetNode, Check: "independent"}
+	if deps := dependences(ids); len(deps) > 0 {
+		row.Status = statusFail
+		row.Detail = "the nodes are not independent: " + strings.Join(deps, "; ") + ". Hint: " + independentHint
+		return row
+	}
+	row.Status = statusOK
+	row.Detail = fmt.Sprintf("%d servers behind %d nodes; none is another listed server, its replica or its primary (INFO run_id, role, master, replicas, master_replid)", servers, len(nodes))
+	return row
+}
+
+// Node-side constants of the token rule (Safety v4, rule 3), in the
+// scripts: a new fence counter starts from the node clock rounded down to
+// counterStep, and a counter outlives its last lease by counterLife.
+const (
+	counterStep = time.Second
+	counterLife = 20 * time.Second
+)
+
+// clockBound is how far node clocks may differ under the token rule's
+// clock assumption (docs/design.md §6.1): less than (counterLife -
+// counterStep)/2 and less than the rejoin delay (when on).
+func clockBound(rejoin time.Duration) time.Duration {
+	b := (counterLife - counterStep) / 2
+	if rejoin > 0 {
+		b = min(b, rejoin)
+	}
+	return b
+}
+
+// clocksCheck is the node set's clocks row: FAIL when two servers' clocks
+// differ by the token rule's bound or more (tokens may then go back),
+// WARN when they differ by more than clockWarn, or when a server's clock
+// differs from this host's by the bound or more; OK otherwise. Offsets
+// are counted with their measuring error in the servers' favour.
+func clocksCheck(reports []*nodeReport, rejoin time.Duration) check {
+	row := check{Node: nodeSetNode, Check: "clocks"}
+	var lo, hi, far *nodeReport
+	n := 0
+	for _, r := range reports {
+		if !r.reachable || !r.clockOK {
+			continue
+		}
+		n++
+		if lo == nil || r.clock < lo.clock {
+			lo = r
+		}
+		if hi == nil || r.clock > hi.clock {
+			hi = r
+		}
+		if far == nil || abs(r.clock) > abs(far.clock) {
+			far = r
+		}
+	}
+	if n == 0 {
+		row.Status, row.Detail = statusWarn, "no server's clock could be read"
+		return row
+	}
+	bound := clockBound(rejoin)
+	spread := max(hi.clock-lo.clock-hi.clockErr-lo.clockErr, 0)
+	local := max(abs(far.clock)-far.clockErr, 0)
+	spreadText := fmt.Sprintf("node clocks differ by %s at most (%s ahead of %s)", fmtDuration(roundDur(spread)), hi.addr, lo.addr)
+	if n == 1 {
+		spreadText = "one server's clock read"
+	}
+	localText := fmt.Sprintf("%s from this host's at most (%s)", fmtDuration(roundDur(local)), far.addr)
+	switch {
+	case spread >= bound:
+		row.Status = statusFail
+		row.Detail = fmt.Sprintf("%s: the fencing tokens' clock assumption needs less than %s (min((%s - %s)/2, the rejoin delay)); tokens may go back. Hint: synchronize the nodes' clocks (NTP, slewing, not stepping)",
+			spreadText, fmtDuration(bound), counterLife, counterStep)
+	case local >= bound:
+		row.Status = statusWarn
+		row.Detail = fmt.Sprintf("%s; a node clock is %s: is this host's clock (or the node's) synchronized (NTP)?", spreadText, localText)
+	case spread > clockWarn:
+		row.Status = statusWarn
+		row.Detail = fmt.Sprintf("%s: within the tokens' bound %s, but over %s: are the clocks synchronized (NTP)?", spreadText, fmtDuration(bound), clockWarn)
+	default:
+		row.Status = statusOK
+		row.Detail = fmt.Sprintf("%s, within the tokens' bound %s; %s", spreadText, fmtDuration(bound), localText)
+	}
+	return row
+}
+
+// abs is |d|.
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// identify reads one server's identity (INFO server and replication),
+// bounded by timeout; label names it in details.
+func identify(ctx context.Context, c *redis.Client, label string, timeout time.Duration) (serverIdentity, error) {
+	id := serverIdentity{label: label, dialled: c.Options().Addr}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	info, err := c.Info(cctx, "server", "replication").Result()
+	if err != nil {
+		return id, err
+	}
+	m := infoMap(info)
+	id.runID, id.port = m["run_id"], m["tcp_port"]
+	id.replication(m)
+	return id, nil
+}

@@ -14,22 +14,27 @@ import (
 	"github.com/e6344662/go-redlock/internal/nodeurl"
 )
 
-// The trust row: what a node's marker key says of its data (docs/design.md
-// §6.2). Every server keeps one marker, "<prefix>~trust" (on a Redis
-// Cluster node one per hash slot, "<prefix>{<slot tag>}~trust"), holding
-// "<run_id> <evicted_keys> <from µs> <why>": the server whose data it
-// vouches for, its evicted_keys when written, from when (on the node's
-// clock) the node may grant, and why it had to wait ("-" once it may).
+// The trust row: what a node's marker key says of its data (Safety v4,
+// docs/design.md §6.2). Every db of a server keeps one marker,
+// "<prefix>~trust:db<N>" (on a Redis Cluster node one per hash slot,
+// "<prefix>{<slot tag>}~trust:db0"), holding "v4 <replid> <from µs> <seen
+// µs> <why>": the replication id (INFO master_replid) whose data it vouches
+// for, from when (on the node's clock) the node may grant, the latest node
+// time it saw, and why it had to wait ("-" once it may). Every granting
+// script reads the server's master_replid in band and judges the marker:
+// none, another replid, or a clock behind seen is a loss, and the node
+// sits out the rejoin delay.
 
-// markerName ends every marker key, as in redlock/calls.go.
+// markerName ends every marker key but its db suffix, as in
+// redlock/calls.go.
 const markerName = "~trust"
 
 // Trust states of the --json trust object.
 const (
-	trustTrusted     = "trusted"      // the marker names this server and its time has passed
+	trustTrusted     = "trusted"      // the marker names this server's data and its time has passed
 	trustSittingOut  = "sitting_out"  // the node grants nothing until the marker's time
-	trustNoMarker    = "no_marker"    // the first lock will judge from INFO
-	trustOtherServer = "other_server" // written by another server: the next lock judges from INFO
+	trustNoMarker    = "no_marker"    // the first lock counts a loss and sits out
+	trustOtherServer = "other_server" // the marker vouches for another replication id: the next lock sits out
 	trustBadMarker   = "bad_marker"   // the key holds something else: every lock fails (WRONGTYPE)
 	trustUnknown     = "unknown"      // the marker could not be read
 )
@@ -42,25 +47,28 @@ type trustState struct {
 	// State is one of trusted, sitting_out, no_marker, other_server,
 	// bad_marker, unknown (on a cluster primary: the worst of its slots).
 	State string `json:"state"`
-	// RunID is the server the marker vouches for.
-	RunID string `json:"run_id,omitempty"`
+	// ReplID is the replication id the marker vouches for.
+	ReplID string `json:"replid,omitempty"`
 	// Since is when the node became trusted (trusted) or will be
 	// (sitting_out), in RFC 3339 local time; AgeSeconds how long ago,
 	// WaitSeconds how long it still sits out.
 	Since       string  `json:"since,omitempty"`
 	AgeSeconds  float64 `json:"age_seconds,omitempty"`
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
-	// Why the node sits out, or last sat out: restarted, lost, evicted.
+	// Why the node sits out, or last sat out: no-marker, identity,
+	// clock-back.
 	Why string `json:"why,omitempty"`
-	// MayEvict reports maxmemory with an evicting policy (or a
-	// configuration CONFIG GET may not read): every lock then reads INFO
-	// on this server.
+	// MayEvict reports maxmemory with an allkeys-* policy (or a
+	// configuration CONFIG GET may not read): the library then refuses the
+	// node.
 	MayEvict bool `json:"may_evict"`
 	// InfoInScripts reports that the node's user may call INFO inside a
-	// script, which judging a loss needs.
+	// script, which every granting script needs (it reads the server's
+	// identity in band).
 	InfoInScripts bool `json:"info_in_scripts"`
 	// SlotMarkers counts a cluster primary's slot markers, SlotsWaiting
-	// those sitting out, SlotsOtherServer those written by another server.
+	// those sitting out, SlotsOtherServer those vouching for another
+	// replication id.
 	SlotMarkers      int `json:"slot_markers,omitempty"`
 	SlotsWaiting     int `json:"slots_waiting,omitempty"`
 	SlotsOtherServer int `json:"slots_other_server,omitempty"`
@@ -68,27 +76,39 @@ type trustState struct {
 
 // marker is a parsed marker value.
 type marker struct {
-	runID   string
-	evicted int64
-	from    int64 // µs on the node's clock
-	why     string
+	replid    string // "" for a marker older than v4 (it vouches for none)
+	from      int64  // µs on the node's clock
+	seen      int64  // µs on the node's clock; 0 for an older marker
+	why       string
+	oldFormat bool
 }
 
-// markerRE is the marker's form, as scripts/trust.lua reads it.
-var markerRE = regexp.MustCompile(`^(\S+) (\d+) (\d+) (\S+)$`)
+// markerRE is the marker's form, as scripts/trust.lua writes it; oldRE the
+// form before Safety v4 ("<run_id> <evicted_keys> <from> <why>"), which
+// the scripts judge as vouching for no replication id.
+var (
+	markerRE = regexp.MustCompile(`^v4 (\S+) (\d+) (\d+) (\S+)$`)
+	oldRE    = regexp.MustCompile(`^(\S+) (\d+) (\d+) (\S+)$`)
+)
 
 // parseMarker parses a marker value; an error says it is not one.
 func parseMarker(s string) (marker, error) {
-	m := markerRE.FindStringSubmatch(s)
-	if m == nil {
-		return marker{}, fmt.Errorf("%q is not a marker (want \"RUN_ID EVICTED FROM_US WHY\")", truncate(s, 60))
+	if m := markerRE.FindStringSubmatch(s); m != nil {
+		from, err1 := strconv.ParseInt(m[2], 10, 64)
+		seen, err2 := strconv.ParseInt(m[3], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return marker{}, fmt.Errorf("%q is not a marker: %w", truncate(s, 60), err)
+		}
+		return marker{replid: m[1], from: from, seen: seen, why: m[4]}, nil
 	}
-	ev, err1 := strconv.ParseInt(m[2], 10, 64)
-	from, err2 := strconv.ParseInt(m[3], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return marker{}, fmt.Errorf("%q is not a marker: %w", truncate(s, 60), err)
+	if m := oldRE.FindStringSubmatch(s); m != nil {
+		from, err := strconv.ParseInt(m[3], 10, 64)
+		if err != nil {
+			return marker{}, fmt.Errorf("%q is not a marker: %w", truncate(s, 60), err)
+		}
+		return marker{from: from, why: "-", oldFormat: true}, nil
 	}
-	return marker{runID: m[1], evicted: ev, from: from, why: m[4]}, nil
+	return marker{}, fmt.Errorf("%q is not a marker (want \"v4 REPLID FROM_US SEEN_US WHY\")", truncate(s, 60))
 }
 
 // truncate cuts s to n bytes, marking the cut.
@@ -99,94 +119,68 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// markerKey is the marker of a server that is not sharded: the prefix up
-// to its first brace (as the library cuts it from a lock key), then ~trust.
-func markerKey(prefix string) string {
+// markerKey is the marker of db db on a server that is not sharded: the
+// prefix up to its first brace (as the library cuts it from a lock key),
+// then ~trust:db<N>.
+func markerKey(prefix string, db int) string {
 	if i := strings.IndexByte(prefix, '{'); i >= 0 {
 		prefix = prefix[:i]
 	}
-	return prefix + markerName
+	return prefix + markerName + dbSuffix(db)
 }
+
+// dbSuffix ends a marker key: the db it guards.
+func dbSuffix(db int) string { return ":db" + strconv.Itoa(db) }
 
 // whyWords says in words why a node sits out.
 func whyWords(why string) string {
 	switch why {
-	case "restarted":
-		return "the server restarted without fsyncing every write, so it may have forgotten locks it granted before"
-	case "lost":
-		return "the server lost data while running (FLUSHALL or FLUSHDB, a failover to a replica, or its statistics reset), so it may have forgotten locks"
-	case "evicted":
-		return "the server evicted keys (maxmemory), perhaps lock keys"
+	case "no-marker":
+		return "its marker was missing (a first use, FLUSHALL or FLUSHDB, SWAPDB, a restart without data, or the marker deleted), so it may have forgotten locks"
+	case "identity":
+		return "its replication id changed (a restart with or without AOF, a failover or failback, a full sync), so it may have forgotten locks"
+	case "clock-back":
+		return "its clock stepped back behind a time it had seen"
+	case "key-lost":
+		return "a lock key was lost (evicted or deleted) while its lease ran"
 	}
 	return fmt.Sprintf("reason %q", why)
 }
 
-// shortID shortens a run_id for a detail line.
+// shortID shortens a run_id or replication id for a detail line.
 func shortID(id string) string { return truncate(id, 8) }
 
-// judgeNote says what a lock's judgement from INFO would find now: a loss
-// since the server started (it will then sit out the rejoin delay) or
-// none. info holds the server, stats, replication and commandstats
-// sections; nil when INFO failed.
-func judgeNote(info map[string]string) string {
-	if info == nil {
-		return ""
+// sitOutNote is what the next lock does on a node whose marker is missing
+// or vouches for other data: it sits out the rejoin delay (nothing with
+// the rule off).
+func sitOutNote(rejoin time.Duration) string {
+	if rejoin <= 0 {
+		return "the next lock writes a new marker (the data-loss rule is off: nothing is waited)"
 	}
-	var seen []string
-	if ev := info["evicted_keys"]; ev != "" && ev != "0" {
-		seen = append(seen, "evicted keys ("+ev+")")
-	}
-	if off := info["second_repl_offset"]; off != "" && off != "-1" {
-		seen = append(seen, "a promotion from replica")
-	}
-	for _, c := range []string{"flushall", "flushdb", "swapdb", "config|resetstat"} {
-		if _, ok := info["cmdstat_"+c]; ok {
-			seen = append(seen, strings.ToUpper(c))
-		}
-	}
-	if len(seen) == 0 {
-		return "; INFO shows no loss since the server started"
-	}
-	return "; INFO shows " + strings.Join(seen, ", ") + " since the server started: it will then sit out for the rejoin delay"
+	return fmt.Sprintf("the next lock counts a loss, and the node grants nothing for the %s rejoin delay", rejoin)
 }
 
-// lossStatus is the status of a node whose next lock judges from INFO:
-// WARN when INFO shows a loss (it will then sit out), else OK.
-func lossStatus(info map[string]string) string {
-	if strings.Contains(judgeNote(info), "sit out") {
-		return statusWarn
-	}
-	return statusOK
-}
-
-// serverMayEvict reports whether the library counts the server as one that
-// may evict: maxmemory set with a policy other than noeviction, or a
+// serverMayEvict reports whether the library refuses the server for its
+// eviction policy: maxmemory set with an allkeys-* policy, or a
 // configuration it cannot read (conf nil).
 func serverMayEvict(conf map[string]string) bool {
-	return conf == nil || conf["maxmemory"] != "0" && conf["maxmemory-policy"] != "noeviction"
+	return conf == nil || conf["maxmemory"] != "0" && strings.HasPrefix(conf["maxmemory-policy"], "allkeys-")
 }
 
-// infoInScripts runs INFO inside a script, as the node's user: the
-// library's scripts do to judge a loss. It returns nil when allowed.
+// infoInScripts runs INFO replication inside a script, as the node's
+// user: every granting script does, to read the server's identity. It
+// returns nil when allowed.
 func infoInScripts(ctx context.Context, c *redis.Client) error {
-	return c.Eval(ctx, "return redis.call('INFO','server')", nil).Err()
-}
-
-// trustInfo reads the INFO sections the judgement uses (server, stats,
-// replication, commandstats) as one map.
-func trustInfo(ctx context.Context, c *redis.Client) (map[string]string, error) {
-	s, err := c.Info(ctx, "server", "stats", "replication", "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	return infoMap(s), nil
+	return c.Eval(ctx, "return redis.call('INFO','replication')", nil).Err()
 }
 
 // serverNow is the server's clock in µs from INFO server_time_usec, or
-// this host's when it is missing.
-func serverNow(info map[string]string) int64 {
-	if us, err := strconv.ParseInt(info["server_time_usec"], 10, 64); err == nil {
-		return us
+// this host's when it cannot be read.
+func serverNow(ctx context.Context, c *redis.Client) int64 {
+	if s, err := c.Info(ctx, "server").Result(); err == nil {
+		if us, err := strconv.ParseInt(infoMap(s)["server_time_usec"], 10, 64); err == nil {
+			return us
+		}
 	}
 	return time.Now().UnixMicro()
 }
@@ -201,60 +195,73 @@ func usDur(us int64) time.Duration {
 	return (time.Duration(us) * time.Microsecond).Round(time.Millisecond)
 }
 
+// clockTick is how far a node's clock may be behind its marker's seen
+// before the scripts count a step back (t_tick in scripts/trust.lua).
+const clockTick = int64(time.Second / time.Microsecond)
+
 // markerView is what one marker says now: its state, the detail and the
-// trust fields it sets. now is the server's clock (µs); runID the server's;
-// evicted its evicted_keys ("" unknown).
-func markerView(st *trustState, raw string, found bool, runID, evicted string, mayEvict bool, now int64, info map[string]string) (string, string) {
+// trust fields it sets. now is the server's clock (µs); replid the
+// server's master_replid ("" unknown); rejoin the rejoin delay in effect.
+func markerView(st *trustState, raw string, found bool, replid string, now int64, rejoin time.Duration) (string, string) {
 	if !found {
 		st.State = trustNoMarker
-		return lossStatus(info), "no marker yet (the first lock will judge from INFO)" + judgeNote(info)
+		status := statusWarn
+		if rejoin <= 0 {
+			status = statusOK
+		}
+		return status, "no marker: " + sitOutNote(rejoin) + " (a first use; or FLUSHALL/FLUSHDB, SWAPDB, a restart without data)"
 	}
 	m, err := parseMarker(raw)
 	if err != nil {
 		st.State = trustBadMarker
 		return statusFail, fmt.Sprintf("the marker key %s holds data that is not redlock's (%v): every lock on this node fails with WRONGTYPE; the library never overwrites it, so remove it if nothing else uses it", st.Marker, err)
 	}
-	st.RunID = m.runID
-	if runID != "" && m.runID != runID {
+	st.ReplID = m.replid
+	switch {
+	case m.oldFormat:
 		st.State = trustOtherServer
-		return statusWarn, fmt.Sprintf("the marker names server %s, not this one (%s): a restart or failover since it was written; the next lock will judge from INFO%s",
-			shortID(m.runID), shortID(runID), judgeNote(info))
+		return statusWarn, "the marker is older than Safety v4 and vouches for no replication id: " + sitOutNote(rejoin)
+	case replid != "" && m.replid != replid:
+		st.State = trustOtherServer
+		return statusWarn, fmt.Sprintf("the marker vouches for replication id %s, the server's is %s (a restart, failover or full sync since it was written): %s",
+			shortID(m.replid), shortID(replid), sitOutNote(rejoin))
+	case now < m.seen-clockTick:
+		st.State, st.Why = trustSittingOut, "clock-back"
+		return statusWarn, fmt.Sprintf("the node's clock is %s behind the latest time its marker saw (%s): it stepped back; the next lock makes the node wait until its clock is past that time plus the rejoin delay",
+			fmtDuration(usDur(m.seen-now)), fmtLocal(m.seen))
 	}
 	st.Since = time.UnixMicro(m.from).Local().Format(time.RFC3339)
-	if m.why != "-" && m.from > now {
-		st.State, st.Why = trustSittingOut, m.why
+	if m.from > now {
+		why := m.why
+		if why == "-" {
+			why = "clock-back"
+		}
+		st.State, st.Why = trustSittingOut, why
 		st.WaitSeconds = usDur(m.from - now).Seconds()
 		return statusWarn, fmt.Sprintf("sitting out for %s more (until %s): %s; it grants no lock until then",
-			fmtDuration(usDur(m.from-now)), fmtLocal(m.from), whyWords(m.why))
+			fmtDuration(usDur(m.from-now)), fmtLocal(m.from), whyWords(why))
 	}
 	st.State = trustTrusted
-	if m.why != "-" {
-		st.Why = m.why
-	}
 	st.AgeSeconds = usDur(now - m.from).Seconds()
-	detail := fmt.Sprintf("trusted since %s (%s ago)", fmtLocal(m.from), fmtDuration(usDur(now-m.from)))
-	if m.why != "-" {
-		detail += "; it sat out because " + whyWords(m.why)
-	}
-	if mayEvict && evicted != "" && evicted != strconv.FormatInt(m.evicted, 10) {
-		st.State, st.Why = trustSittingOut, "evicted"
-		return statusWarn, fmt.Sprintf("keys were evicted since the marker was written (evicted_keys %d, now %s): the next lock will make the node sit out for the rejoin delay", m.evicted, evicted)
-	}
-	return statusOK, detail
+	return statusOK, fmt.Sprintf("trusted since %s (%s ago), for replication id %s", fmtLocal(m.from), fmtDuration(usDur(now-m.from)), shortID(m.replid))
 }
 
 // checkTrust adds the trust row: what the node's marker says (trusted
-// since when, sitting out for how long and why, no marker yet), whether
-// the server may evict (every lock then reads INFO there), and whether its
-// user may run INFO inside a script (an ACL that forbids it is FAIL: the
-// node could not judge a loss). conf is nil when CONFIG GET was refused.
+// since when, sitting out for how long and why, no marker yet, another
+// replication id), and whether its user may run INFO inside a script (an
+// ACL that forbids it is FAIL: every granting script reads the server's
+// identity so). conf is nil when CONFIG GET was refused.
 func checkTrust(ctx context.Context, r *nodeReport, t target, conf map[string]string, timeout time.Duration) {
 	c := t.client
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, timeout) }
-	st := &trustState{Marker: markerKey(t.prefix), MayEvict: serverMayEvict(conf)}
 	sharded := t.kind == nodeurl.Cluster
+	db := c.Options().DB
 	if sharded {
-		st.Marker = strings.TrimSuffix(st.Marker, markerName) + "{*}" + markerName
+		db = 0
+	}
+	st := &trustState{Marker: markerKey(t.prefix, db), MayEvict: serverMayEvict(conf)}
+	if sharded {
+		st.Marker = strings.TrimSuffix(st.Marker, markerName+dbSuffix(db)) + "{*}" + markerName + dbSuffix(db)
 	}
 	add := func(status, detail string) {
 		r.checks = append(r.checks, check{Node: r.addr, Check: "trust", Status: status, Detail: detail, Trust: st})
@@ -265,47 +272,44 @@ func checkTrust(ctx context.Context, r *nodeReport, t target, conf map[string]st
 	cancel()
 	st.InfoInScripts = scriptErr == nil
 	cctx, cancel = call()
-	info, infoErr := trustInfo(cctx, c)
+	now := serverNow(cctx, c)
 	cancel()
-	if infoErr != nil {
-		info = nil
-	}
-	now := serverNow(info)
-	evicted := ""
-	if info != nil {
-		evicted = info["evicted_keys"]
-	}
-	runID := r.runID
+	replid := r.ident.replid
 
 	var status, detail string
 	switch {
-	case t.rejoin < 0:
+	case r.ident.role == "slave":
 		st.State = trustUnknown
-		status, detail = statusWarn, "the data-loss rule is off (--rejoin-delay 0): a node that lost data (restart, FLUSHALL, eviction, failover) grants at once"
+		status, detail = statusWarn, "a replica: every granting script refuses here (REPLICA: a replica is never a vote), so its marker is not judged (see the role row)"
 	case sharded:
-		status, detail = slotMarkers(ctx, st, c, runID, now, info, timeout)
+		status, detail = slotMarkers(ctx, st, c, replid, now, t.rejoin, timeout)
 	default:
 		cctx, cancel = call()
 		raw, err := c.Get(cctx, st.Marker).Result()
 		cancel()
 		switch {
 		case errors.Is(err, redis.Nil):
-			status, detail = markerView(st, "", false, runID, evicted, st.MayEvict, now, info)
+			status, detail = markerView(st, "", false, replid, now, t.rejoin)
 		case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
-			status, detail = markerView(st, "(not a string)", true, runID, evicted, st.MayEvict, now, info)
+			status, detail = markerView(st, "(not a string)", true, replid, now, t.rejoin)
 		case err != nil:
 			st.State = trustUnknown
 			status, detail = statusWarn, fmt.Sprintf("cannot read the marker %s (GET: %s)", st.Marker, reason(err))
 		default:
-			status, detail = markerView(st, raw, true, runID, evicted, st.MayEvict, now, info)
+			status, detail = markerView(st, raw, true, replid, now, t.rejoin)
+		}
+	}
+	if t.rejoin < 0 {
+		detail += "; the data-loss rule is off (--rejoin-delay 0): a node that lost data (restart, FLUSHALL, failover) grants at once"
+		if status == statusOK {
+			status = statusWarn
 		}
 	}
 	switch {
 	case conf == nil:
-		detail += "; configuration unreadable (CONFIG GET refused): the library counts the server as one that may evict, so every lock reads INFO here"
+		detail += "; configuration unreadable (CONFIG GET refused): the library cannot tell whether the server evicts under allkeys-*"
 	case st.MayEvict:
-		detail += fmt.Sprintf("; maxmemory %s with maxmemory-policy %s: the server may evict keys, so every lock reads INFO here (and an eviction makes it sit out)",
-			conf["maxmemory"], conf["maxmemory-policy"])
+		detail += fmt.Sprintf("; maxmemory %s with maxmemory-policy %s: the library refuses this node (see the eviction row)", conf["maxmemory"], conf["maxmemory-policy"])
 	}
 	switch {
 	case scriptErr == nil:
@@ -318,11 +322,14 @@ func checkTrust(ctx context.Context, r *nodeReport, t target, conf map[string]st
 		detail = "INFO inside a script not checked: EVAL is renamed or disabled (see the scripts row). " + detail
 	default:
 		status = statusFail
-		detail = fmt.Sprintf("not safe: INFO inside a script failed for this user (%s): the node cannot judge a loss of data%s; grant +info (docs/security.md). ",
-			truncate(reason(scriptErr), 120), map[bool]string{true: " and, evicting, grants no lock", false: ", so once its marker is gone it grants no lock"}[st.MayEvict]) + detail
+		detail = fmt.Sprintf("not safe: INFO inside a script failed for this user (%s): every granting script reads the server's identity so, and this node grants no lock; grant +info (docs/security.md). ",
+			truncate(reason(scriptErr), 120)) + detail
 	}
 	add(status, detail)
 }
+
+// markerBatch is how many slot markers one round trip reads.
+const markerBatch = 512
 
 // maxSlotMarkers bounds the slot markers doctor reads on one cluster
 // primary (there are at most 16384 slots).
@@ -330,12 +337,13 @@ const maxSlotMarkers = 16384
 
 // slotMarkers reads a cluster primary's slot markers (SCAN for the
 // pattern, then GET each) and summarizes them.
-func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, runID string, now int64, info map[string]string, timeout time.Duration) (string, string) {
+func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, replid string, now int64, rejoin time.Duration, timeout time.Duration) (string, string) {
 	var keys []string
 	var cursor uint64
 	for {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		ks, next, err := c.Scan(cctx, cursor, globEscape(strings.TrimSuffix(st.Marker, "{*}"+markerName))+"{*}"+markerName, 1000).Result()
+		suffix := markerName + dbSuffix(0)
+		ks, next, err := c.Scan(cctx, cursor, globEscape(strings.TrimSuffix(st.Marker, "{*}"+suffix))+"{*}"+globEscape(suffix), 1000).Result()
 		cancel()
 		if err != nil {
 			st.State = trustUnknown
@@ -348,18 +356,30 @@ func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, runID str
 	}
 	if len(keys) == 0 {
 		st.State = trustNoMarker
-		return lossStatus(info), "no slot markers yet (the first lock in each slot will judge from INFO)" + judgeNote(info)
+		status := statusWarn
+		if rejoin <= 0 {
+			status = statusOK
+		}
+		return status, "no slot markers yet: in each slot, " + sitOutNote(rejoin)
 	}
 	st.SlotMarkers = len(keys)
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	cmds, _ := c.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for _, k := range keys {
-			p.Get(cctx, k)
-		}
-		return nil
-	})
-	cancel()
+	// In batches, each bounded by timeout: a cluster vouched for in
+	// every slot has thousands of markers per primary.
+	var cmds []redis.Cmder
+	for lo := 0; lo < len(keys); lo += markerBatch {
+		batch := keys[lo:min(lo+markerBatch, len(keys))]
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		got, _ := c.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for _, k := range batch {
+				p.Get(cctx, k)
+			}
+			return nil
+		})
+		cancel()
+		cmds = append(cmds, got...)
+	}
 	var waiting, bad, unread int
+	var lastErr error
 	var longest int64
 	var longestWhy string
 	var since int64
@@ -370,15 +390,16 @@ func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, runID str
 		}
 		if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
 			unread++
+			lastErr = err
 			continue
 		}
 		m, perr := parseMarker(raw)
 		switch {
 		case err != nil || perr != nil:
 			bad++
-		case runID != "" && m.runID != runID:
+		case m.oldFormat || replid != "" && m.replid != replid:
 			st.SlotsOtherServer++
-		case m.why != "-" && m.from > now:
+		case m.from > now:
 			waiting++
 			if m.from-now > longest {
 				longest, longestWhy = m.from-now, m.why
@@ -396,7 +417,7 @@ func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, runID str
 	}
 	if st.SlotsOtherServer > 0 {
 		status, st.State = statusWarn, trustOtherServer
-		detail += fmt.Sprintf("; %d name another server (a restart or failover since): the next lock in those slots will judge from INFO%s", st.SlotsOtherServer, judgeNote(info))
+		detail += fmt.Sprintf("; %d vouch for another replication id (a restart, failover or full sync since): in those slots, %s", st.SlotsOtherServer, sitOutNote(rejoin))
 	}
 	if waiting > 0 {
 		status, st.State, st.Why = statusWarn, trustSittingOut, longestWhy
@@ -405,7 +426,7 @@ func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, runID str
 	}
 	if unread > 0 {
 		status = statusWarn
-		detail += fmt.Sprintf("; %d could not be read", unread)
+		detail += fmt.Sprintf("; %d could not be read (%s)", unread, reason(lastErr))
 	}
 	if bad > 0 {
 		status, st.State = statusFail, trustBadMarker

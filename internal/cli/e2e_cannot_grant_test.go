@@ -105,4 +105,43 @@ func TestE2EScriptsDisabled(t *testing.T) {
 	bad := testutil.StartRedisServer(t, renamed)
 	r = cli(t, nodesEnv(append(good.URLs(), bad.URL())), "acquire", "y")
 	requireCode(t, r, exitOK, "warning: node "+bad.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
+
+	// EVAL alone renamed: EVALSHA answers NOSCRIPT, and the EVAL that
+	// follows is refused as an unknown command, whose reply quotes its
+	// arguments (the Lua source). The warning does not.
+	evalOnly := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVAL ""`))
+	r = cli(t, nodesEnv(append(good.URLs(), evalOnly.URL())), "acquire", "z", "--rejoin-delay", "0")
+	requireCode(t, r, exitOK, "warning: node "+evalOnly.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
+	require.Contains(t, r.stderr, "unknown command")
+	require.NotContains(t, r.stderr, "with args beginning with")
+	require.NotContains(t, r.stderr, "--", "no Lua source")
+}
+
+// TestE2EMixedPermanentFailures: a wrong password on one node and a
+// replica as another leave no majority; both answered, and retrying cannot
+// help: exit 8 (misconfigured), naming each with what to fix, not 3
+// ("cannot reach") and not "rejoin state unknown:". Also with --wait: it
+// gives up at once.
+func TestE2EMixedPermanentFailures(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 2)
+	pw := testutil.StartRedisServer(t, testutil.WithPassword("rightPW123"))
+	ctx := testutil.Context(t)
+	require.NoError(t, c.Server(1).Do(ctx, "REPLICAOF", "127.0.0.1", c.Server(0).Port()).Err())
+	urls := []string{c.Server(0).URL(), strings.ReplaceAll(pw.URL(), "rightPW123", "wrongPW456"), c.Server(1).URL()}
+	// The replica is a replica from the start: the node list has no
+	// other primary than c.Server(0).
+	for _, args := range [][]string{{"acquire", "x"}, {"run", "x", "--", "true"}, {"acquire", "x", "--wait", "3s"}} {
+		r := cli(t, nodesEnv(urls), args...)
+		requireCode(t, r, exitCannotGrant, "no majority can grant: 2 of 3 nodes answered but cannot take part")
+		require.Contains(t, r.stderr, pw.Addr()+": WRONGPASS")
+		require.Contains(t, r.stderr, "check the user and password in its URL")
+		require.Contains(t, r.stderr, c.Server(1).Addr()+": READONLY")
+		require.Contains(t, r.stderr, "every node must be a primary")
+		require.NotContains(t, r.stderr, "rejoin state unknown")
+		require.NotContains(t, r.stderr, "cannot reach")
+		require.NotContains(t, r.stderr, "wrongPW456")
+	}
+	r := cli(t, nodesEnv(urls), "acquire", "x", "--json")
+	require.Equal(t, kindMisconfigured, decode(t, r)["error"])
 }

@@ -71,7 +71,7 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	require.True(t, res.OK)
 	require.Zero(t, res.Fail)
 	require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-	require.Len(t, res.Checks, 5*10+3)
+	require.Len(t, res.Checks, 5*10+5)
 	for _, s := range c.Servers() {
 		for _, name := range []string{"reachable", "version", "role", "persistence", "eviction", "trust", "scripts", "clock"} {
 			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s", s.Addr(), name)
@@ -82,13 +82,13 @@ func TestE2EDoctorComposeConfig(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	require.Regexp(t, `(?m)^NODE\s+CHECK\s+STATUS\s+DETAIL$`, r.stdout)
 	require.Contains(t, r.stdout, "appendonly yes, appendfsync always")
-	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 53 OK")
+	require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 55 OK")
 }
 
-// TestE2EDoctorFlagsUnsafeNodes: a replica is FAIL; an eviction policy
-// that can drop lock keys is WARN (the node sits out after an eviction,
-// and every lock reads INFO there) and FAIL with the data-loss rule off;
-// no persistence and a primary with a replica are WARN.
+// TestE2EDoctorFlagsUnsafeNodes: a replica is FAIL (and the node set not
+// independent); allkeys-* with a maxmemory is FAIL (the library refuses
+// the node, Safety v4), volatile-* OK; no persistence and a primary with a
+// replica are WARN.
 func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 	t.Parallel()
 	primary := testutil.StartRedisServer(t)
@@ -103,13 +103,13 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 
 	urls := []string{primary.URL(), lru.URL(), noAOF.URL(), volatile.URL(), replica.URL()}
 	r, res, checks := doctorChecks(t, urls)
-	requireCode(t, r, exitFailure, "doctor: 1 check FAILs")
+	requireCode(t, r, exitFailure, "doctor: 3 checks FAIL")
 	require.False(t, res.OK)
-	require.Equal(t, 1, res.Fail)
+	require.Equal(t, 3, res.Fail) // the replica's role, allkeys-lru, and the node set: not independent
 
 	want := map[string]string{
-		lru.Addr() + " eviction":         statusWarn,
-		volatile.Addr() + " eviction":    statusWarn,
+		lru.Addr() + " eviction":         statusFail,
+		volatile.Addr() + " eviction":    statusOK,
 		replica.Addr() + " role":         statusFail,
 		primary.Addr() + " role":         statusWarn,
 		noAOF.Addr() + " persistence":    statusWarn,
@@ -119,18 +119,22 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 		nodeSetNode + " node_count":      statusOK,
 		nodeSetNode + " quorum":          statusOK,
 		nodeSetNode + " distinct":        statusOK,
+		nodeSetNode + " independent":     statusFail,
 		lru.Addr() + " reachable":        statusOK,
 		noAOF.Addr() + " version":        statusOK,
 		volatile.Addr() + " persistence": statusOK,
 		lru.Addr() + " trust":            statusOK,
-		primary.Addr() + " trust":        statusOK,
+		// The replica attaching gave the primary a new replication id:
+		// its marker vouches for the old one (the next lock sits out).
+		primary.Addr() + " trust": statusWarn,
 	}
 	for key, status := range want {
 		require.Equal(t, status, checks[key].Status, "%s: %+v", key, checks[key])
 	}
-	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "allkeys-lru can evict lock and fence keys")
-	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "the node then grants nothing for the 10s rejoin delay")
-	require.Contains(t, checks[lru.Addr()+" trust"].Detail, "maxmemory 104857600 with maxmemory-policy allkeys-lru: the server may evict keys, so every lock reads INFO here")
+	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "allkeys-lru with maxmemory 104857600 can evict any key")
+	require.Contains(t, checks[lru.Addr()+" eviction"].Detail, "the library refuses this node")
+	require.Contains(t, checks[volatile.Addr()+" eviction"].Detail, "a live lease's evidence (its fence counter) has none")
+	require.Contains(t, checks[lru.Addr()+" trust"].Detail, "maxmemory 104857600 with maxmemory-policy allkeys-lru: the library refuses this node")
 	require.True(t, checks[lru.Addr()+" trust"].Trust.MayEvict)
 	require.False(t, checks[primary.Addr()+" trust"].Trust.MayEvict)
 	require.Contains(t, checks[replica.Addr()+" role"].Detail, fmt.Sprintf("replica of 127.0.0.1:%d", primary.Port()))
@@ -138,14 +142,15 @@ func TestE2EDoctorFlagsUnsafeNodes(t *testing.T) {
 
 	r = cli(t, nodesEnv(urls), "doctor")
 	requireCode(t, r, exitFailure, "")
-	require.Regexp(t, `(?m)^`+lru.Addr()+`\s+eviction\s+WARN\s+maxmemory-policy allkeys-lru`, r.stdout)
+	require.Regexp(t, `(?m)^`+lru.Addr()+`\s+eviction\s+FAIL\s+maxmemory-policy allkeys-lru`, r.stdout)
 	require.Regexp(t, `(?m)^`+replica.Addr()+`\s+role\s+FAIL\s+replica of`, r.stdout)
-	require.Contains(t, r.stdout, "doctor: 1 FAIL, 5 WARN") // the appendonly-no node is also rejoining
+	require.Contains(t, r.stdout, "doctor: 3 FAIL, 4 WARN") // the primary: role and trust (its replica changed its replication id); no persistence; the replica's trust
 
-	// With the data-loss rule off, nothing makes an evicting node sit out.
+	// With the data-loss rule off, allkeys-* is refused all the same, and
+	// the trust rows say the rule is off.
 	r = cli(t, nodesEnv(urls[1:4]), "doctor", "--json", "--rejoin-delay", "0")
-	requireCode(t, r, exitFailure, "doctor: 2 checks FAIL")
-	require.Contains(t, r.stdout, "--rejoin-delay 0 turns off the rule that makes a node that evicted sit out")
+	requireCode(t, r, exitFailure, "doctor: 1 check FAILs")
+	require.Contains(t, r.stdout, "the data-loss rule is off (--rejoin-delay 0)")
 }
 
 // TestE2EDoctorNodeSet: checks on the node set as a whole.
@@ -190,7 +195,7 @@ func TestE2EDoctorConfigRefused(t *testing.T) {
 	urls := append(c.URLs()[:2], locked.URL())
 	r, res, checks := doctorChecks(t, urls)
 	requireCode(t, r, exitOK, "")
-	require.Equal(t, 3, res.Warn) // persistence, eviction, rejoin (just started, not known durable)
+	require.Equal(t, 2, res.Warn) // persistence, eviction
 	for _, name := range []string{"persistence", "eviction"} {
 		ch := checks[locked.Addr()+" "+name]
 		require.Equal(t, statusWarn, ch.Status)
@@ -243,7 +248,7 @@ func TestE2EDoctorMinimalACL(t *testing.T) {
 
 	r, res, checks := doctorChecks(t, urls)
 	requireCode(t, r, exitOK, "")
-	require.Equal(t, 9, res.Warn, "%+v", res.Checks) // persistence, eviction, rejoin per node
+	require.Equal(t, 6, res.Warn, "%+v", res.Checks) // persistence, eviction per node
 	for _, s := range c.Servers() {
 		for _, name := range []string{"reachable", "version", "role", "scripts", "clock"} {
 			require.Equal(t, statusOK, checks[s.Addr()+" "+name].Status, "%s %s: %+v", s.Addr(), name, checks[s.Addr()+" "+name])
@@ -297,7 +302,7 @@ func TestE2EDoctorTrust(t *testing.T) {
 		require.Equal(t, statusOK, ch.Status, "%+v", ch)
 		require.Contains(t, ch.Detail, "trusted since ")
 		require.Equal(t, trustTrusted, ch.Trust.State)
-		require.Equal(t, "redlock:~trust", ch.Trust.Marker)
+		require.Equal(t, "redlock:~trust:db0", ch.Trust.Marker)
 		require.True(t, ch.Trust.InfoInScripts)
 		require.NotEmpty(t, ch.Trust.Since)
 	}
@@ -307,7 +312,7 @@ func TestE2EDoctorTrust(t *testing.T) {
 	_, _, checks = doctorChecks(t, c.URLs())
 	ch := checks[flushed.Addr()+" trust"]
 	require.Equal(t, statusWarn, ch.Status, "%+v", ch)
-	require.Equal(t, "no marker yet (the first lock will judge from INFO); INFO shows FLUSHALL since the server started: it will then sit out for the rejoin delay", ch.Detail)
+	require.Contains(t, ch.Detail, "no marker: the next lock counts a loss, and the node grants nothing for the ")
 	require.Equal(t, trustNoMarker, ch.Trust.State)
 
 	lock() // the other two grant; the flushed node notices the loss
@@ -315,9 +320,9 @@ func TestE2EDoctorTrust(t *testing.T) {
 	requireCode(t, r, exitOK, "")
 	ch = checks[flushed.Addr()+" trust"]
 	require.Equal(t, statusWarn, ch.Status, "%+v", ch)
-	require.Regexp(t, `^sitting out for \S+ more \(until .+\): the server lost data while running \(FLUSHALL or FLUSHDB`, ch.Detail)
+	require.Regexp(t, `^sitting out for \S+ more \(until .+\): its marker was missing \(a first use, FLUSHALL or FLUSHDB`, ch.Detail)
 	require.Equal(t, trustSittingOut, ch.Trust.State)
-	require.Equal(t, "lost", ch.Trust.Why)
+	require.Equal(t, "no-marker", ch.Trust.Why)
 	require.InDelta(t, delay.Seconds(), ch.Trust.WaitSeconds, 30, "the node sits out about the rejoin delay")
 	require.Equal(t, 1, res.Warn, "%+v", res.Checks)
 	require.Equal(t, statusOK, checks[c.Server(1).Addr()+" trust"].Status)
@@ -336,4 +341,20 @@ func TestE2EDoctorTrust(t *testing.T) {
 	require.Contains(t, ch.Detail, "not safe: INFO inside a script failed for this user (ERR The user executing the script can't run this command")
 	require.False(t, ch.Trust.InfoInScripts)
 	require.False(t, res.OK)
+}
+
+// TestE2EDoctorWrongPasswordHint: doctor's row for a node that refuses
+// the password says what to fix, not only the server's WRONGPASS.
+func TestE2EDoctorWrongPasswordHint(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3, testutil.WithPassword("rightPW123"))
+	urls := c.URLs()
+	urls[1] = strings.ReplaceAll(urls[1], "rightPW123", "wrongPW456")
+	r, _, checks := doctorChecks(t, urls)
+	require.Equal(t, exitFailure, r.code)
+	row := checks[c.Server(1).Addr()+" reachable"]
+	require.Equal(t, statusFail, row.Status)
+	require.Contains(t, row.Detail, "WRONGPASS")
+	require.Contains(t, row.Detail, "check the user and password in its URL")
+	require.NotContains(t, r.stdout+r.stderr, "wrongPW456")
 }

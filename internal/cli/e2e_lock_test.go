@@ -182,7 +182,7 @@ func TestE2EBadInput(t *testing.T) {
 		{"negative TTL", env, []string{"acquire", "x", "--ttl", "-3s"}, exitUsage, "--ttl must be a positive duration, got -3s"},
 		{"empty resource", env, []string{"acquire", ""}, exitUsage, "empty resource name"},
 		{"malformed token", env, []string{"release", "x", "--token", "nope"}, exitUsage, "--token must be 32 hex digits"},
-		{"wrong token", env, []string{"release", "x", "--token", wrong}, exitNotHeld, `release "x": token held on 0 of 3 nodes, 2 needed`},
+		{"wrong token", env, []string{"release", "x", "--token", wrong}, exitNotHeld, `release "x": token held on 0 of 3 nodes, 2 needed; the lock expired (its --ttl passed without a renewal), was released, or is held by another token: see redlock-cli status x`},
 		{"duplicate node", []string{envNodes + "=" + c.URLs()[0] + "," + c.URLs()[0]}, []string{"status", "x"}, exitUsage, "given twice"},
 		{"bad db", []string{envNodes + "=" + c.URLs()[0] + "/x"}, []string{"status", "x"}, exitUsage, "the path must be a database number"},
 		{"password as db", []string{envNodes + "=" + c.URLs()[0] + "/hunter2"}, []string{"status", "x"}, exitUsage, "/xxxxx: the path must be a database number"},
@@ -217,4 +217,37 @@ func TestE2EPasswordNodes(t *testing.T) {
 	r = cli(t, bad, "release", "x", "--token", token)
 	requireCode(t, r, exitAccessDenied, "WRONGPASS")
 	require.NotContains(t, r.stderr, "wrongpw12")
+}
+
+// TestE2EAcquireSlot: acquire -n K takes one slot of the semaphore and
+// prints its name, which renew and release take with the token, so that a
+// shell script can hold a slot over several steps; with every slot taken,
+// exit 4 naming the holders.
+func TestE2EAcquireSlot(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3)
+	env := nodesEnv(c.URLs())
+	var slots []string
+	var tokens []string
+	for range 2 {
+		r := cli(t, env, "acquire", "pool", "-n", "2", "--json", "--owner", "script")
+		requireCode(t, r, exitOK, "")
+		res := decode(t, r)
+		require.Equal(t, "pool", res["semaphore"])
+		require.Regexp(t, `^pool#[01]$`, res["resource"])
+		slots = append(slots, res["resource"].(string))
+		tokens = append(tokens, res["token"].(string))
+	}
+	require.NotEqual(t, slots[0], slots[1])
+	r := cli(t, env, "acquire", "pool", "-n", "2")
+	requireCode(t, r, exitBusy, `all 2 slots of "pool" are busy: pool#0 held by script`)
+
+	r = cli(t, env, "renew", slots[0], "--token", tokens[0])
+	requireCode(t, r, exitOK, "")
+	r = cli(t, env, "release", slots[0], "--token", tokens[0])
+	requireCode(t, r, exitOK, "")
+	r = cli(t, env, "acquire", "pool", "-n", "2")
+	requireCode(t, r, exitOK, "")
+	require.Contains(t, r.stdout, "resource:  "+slots[0])
+	require.Contains(t, r.stdout, "slot of:   pool (2 slots; renew and release take "+slots[0]+")")
 }

@@ -22,7 +22,8 @@ func TestE2ESentinelNameTypo(t *testing.T) {
 	require.NotEqual(t, g.URL(), typo)
 
 	r := cli(t, nodesEnv([]string{typo}), "acquire", "x")
-	requireCode(t, r, exitNoQuorum, "the sentinels answered, but none knows a primary by this master_name: check ?master_name= in the URL")
+	// A typo that retrying cannot fix: exit 8 (misconfigured), not 3.
+	requireCode(t, r, exitCannotGrant, "the sentinels answered, but none knows a primary by this master_name: check ?master_name= in the URL")
 	require.NotContains(t, r.stderr, "redis: nil")
 
 	c := testutil.StartRedis(t, 2)

@@ -48,7 +48,8 @@ func TestE2ERunShared(t *testing.T) {
 	require.Equal(t, "doc", readEnv(t, out)[envResource])
 
 	r = cli(t, env, "run", "--rw", "doc", "--", testBin)
-	requireCode(t, r, exitBusy, `"doc" is busy`)
+	// The busy message names the lock and who holds it.
+	requireCode(t, r, exitBusy, `the read-write lock "doc" is busy: read by 1 reader (`+l.Config().Owner+`)`)
 	r = cli(t, env, "status", "--rw", "doc", "--json")
 	requireCode(t, r, exitOK, "")
 	st := decode(t, r)
@@ -86,11 +87,17 @@ func TestE2ERunSeveralResources(t *testing.T) {
 	require.Equal(t, got[envFence], got[envFence+"_0"])
 	require.Regexp(t, `^[0-9a-f]{32}$`, got[envToken+"_1"])
 
-	r = cli(t, env, "acquire", "b", "--ttl", "5s")
+	r = cli(t, env, "acquire", "b", "--ttl", "60s", "--owner", "holder-of-b")
 	requireCode(t, r, exitOK, "")
 	require.NoError(t, os.Remove(out))
 	r = cli(t, append(env, childEnv("env", out)...), "run", "a", "b", "c", "--", testBin)
-	requireCode(t, r, exitBusy, `"{a, b, c}" is busy`)
+	// The busy message names the busy resource and its holder.
+	requireCode(t, r, exitBusy, `1 of the 3 resources is busy: "b" held by holder-of-b for `)
+	r = cli(t, env, "run", "a", "b", "c", "--json", "--", "true")
+	busy := decode(t, r)["busy"].([]any)
+	require.Len(t, busy, 1)
+	require.Equal(t, "b", busy[0].(map[string]any)["resource"])
+	require.Equal(t, "holder-of-b", busy[0].(map[string]any)["owner"])
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err), "COMMAND ran without every lock")
 	for _, name := range []string{"a", "c"} {

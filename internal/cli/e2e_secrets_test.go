@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 // closedPort returns a local TCP port that nothing listens on (it was free
@@ -73,4 +75,25 @@ func TestE2ESecretsNeverPrinted(t *testing.T) {
 			require.NotContains(t, r.stdout+r.stderr, pw)
 		})
 	}
+}
+
+// TestE2EShortPasswordMasksURLsOnly: with the password "or", the URL's
+// password is masked, and the words that contain "or" (password,
+// majority) are not garbled.
+func TestE2EShortPasswordMasksURLsOnly(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartRedis(t, 3, testutil.WithPassword("rightPW123"))
+	var urls []string
+	for _, a := range c.Addrs() {
+		urls = append(urls, "redis://:or@"+a)
+	}
+	for _, args := range [][]string{{"acquire", "x"}, {"acquire", "x", "--json"}} {
+		r := cli(t, nodesEnv(urls), args...)
+		requireCode(t, r, exitAccessDenied, "access denied: check the user and password")
+		require.Contains(t, r.stderr, "cannot reach a majority of the nodes")
+		require.NotContains(t, r.stdout+r.stderr, "xxxxx", "nothing but a URL's password is masked")
+		require.NotContains(t, r.stdout+r.stderr, ":or@")
+	}
+	r := cli(t, nil, "acquire", "x", "--nodes", "redis://:or@127.0.0.1:port")
+	requireCode(t, r, exitUsage, "malformed node URL redis://:xxxxx@127.0.0.1:port")
 }

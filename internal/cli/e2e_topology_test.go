@@ -120,7 +120,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		require.Equal(t, 3, res.Nodes)
 		require.Equal(t, 2, res.Quorum)
 		require.Zero(t, res.Warn, "checks: %+v", res.Checks)
-		require.Len(t, res.Checks, 3*(1+3*10)+3)
+		require.Len(t, res.Checks, 3*(1+3*10)+5)
 		for _, c := range clusters {
 			name := nodeName(t, c.URL())
 			require.Equal(t, statusOK, checks[name+" cluster_state"].Status)
@@ -133,7 +133,7 @@ func TestE2EThreeClusters(t *testing.T) {
 				// The lock commands left a marker in each slot they used.
 				tr := checks[shard+" trust"]
 				require.Regexp(t, `^\d+ slot markers?; the latest trusted since `, tr.Detail)
-				require.Equal(t, "redlock:{*}~trust", tr.Trust.Marker)
+				require.Equal(t, "redlock:{*}~trust:db0", tr.Trust.Marker)
 				require.Positive(t, tr.Trust.SlotMarkers)
 				require.Zero(t, tr.Trust.SlotsWaiting)
 				require.Contains(t, checks[shard+" version"].Detail, "(cluster)")
@@ -148,7 +148,7 @@ func TestE2EThreeClusters(t *testing.T) {
 		requireCode(t, r, exitOK, "")
 		name := nodeName(t, urls[0])
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(name+"/"+clusters[0].Shard(1).Addr())+`\s+scripts\s+OK\s+EVALSHA and EVAL`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 96 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 0 WARN, 98 OK: no FAIL")
 		t.Logf("doctor on three clusters:\n%s", r.stdout)
 	})
 
@@ -178,10 +178,10 @@ func TestE2EThreeClusters(t *testing.T) {
 		_, _, checks := doctorChecks(t, urls)
 		tr := checks[nodeName(t, c.URL())+"/"+c.Shard(0).Addr()+" trust"]
 		require.Equal(t, statusWarn, tr.Status, "%+v", tr)
-		require.Regexp(t, `^1 slot marker; 1 sitting out, the longest for \S+ more: the server lost data while running`, tr.Detail)
+		require.Regexp(t, `^1 slot marker; 1 sitting out, the longest for \S+ more: its marker was missing`, tr.Detail)
 		require.Equal(t, trustSittingOut, tr.Trust.State)
 		require.Equal(t, 1, tr.Trust.SlotsWaiting)
-		require.Equal(t, "lost", tr.Trust.Why)
+		require.Equal(t, "no-marker", tr.Trust.Why)
 		r = cli(t, env, "release", perShard[0][0], "--token", token)
 		requireCode(t, r, exitOK, "")
 	})
@@ -239,7 +239,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r, res, checks := doctorChecks(t, urls)
 		requireCode(t, r, exitOK, "")
 		require.Equal(t, 3, res.Nodes)
-		require.Len(t, res.Checks, 3*10+3)
+		require.Len(t, res.Checks, 3*10+5)
 		require.Equal(t, 2, res.Warn, "checks: %+v", res.Checks)
 		for _, g := range groups {
 			name := nodeName(t, g.URL())
@@ -258,7 +258,7 @@ func TestE2ESentinelsAndStandalone(t *testing.T) {
 		r = cli(t, env, "doctor")
 		requireCode(t, r, exitOK, "")
 		require.Regexp(t, `(?m)^`+regexp.QuoteMeta(nodeName(t, urls[1]))+`\s+role\s+WARN\s+the group's current primary`, r.stdout)
-		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 31 OK: no FAIL")
+		require.Contains(t, r.stdout, "doctor: 0 FAIL, 2 WARN, 33 OK: no FAIL")
 		t.Logf("doctor on two Sentinel groups and a server:\n%s", r.stdout)
 	})
 }

@@ -71,8 +71,34 @@ func nodeErrors(err error) []*redlock.NodeError {
 // (with the hint that the server may not speak TLS), or the error's own
 // message.
 func reason(err error) string {
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), rejoinUnknown) {
+		// The library could not learn the node's rejoin state because the
+		// call failed: the failure is the reason, not the state.
+		return reason(inner)
+	}
+	lasting := lastingReason(err)
+	if lasting == "" || isUnknownMaster(err) {
+		return plainReason(err)
+	}
+	// A failure that will not pass by itself: the server's words, then
+	// what to fix.
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		if said := strings.TrimSuffix(serverSaid(err), "."); said != "" && !strings.Contains(lasting, said) {
+			return said + " - " + lasting
+		}
+	}
+	return lasting
+}
+
+// plainReason is reason without what to fix: "connection refused",
+// "timed out", or the error's own message.
+func plainReason(err error) string {
 	var errno syscall.Errno
 	var nerr net.Error
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), rejoinUnknown) {
+		return plainReason(inner)
+	}
 	switch {
 	case isUnknownMaster(err):
 		return unknownMasterReason
@@ -88,6 +114,10 @@ func reason(err error) string {
 	}
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
+
+// rejoinUnknown starts the library's wrapping of a failure to learn a
+// node's rejoin state (its call failed).
+const rejoinUnknown = "rejoin state unknown: "
 
 // sentinelsUnreachable starts go-redis's error when no sentinel of a
 // Sentinel URL gave the primary's address.
@@ -141,12 +171,49 @@ func noQuorumNoted(err error, answered, total int, note string) *cliError {
 		extra: map[string]any{"answered": answered, "total": total, "needed": total/2 + 1}}
 	if accessDenied(errs, total) {
 		e.code, e.kind, e.msg = exitAccessDenied, kindAccessDenied, accessDeniedPrefix+e.msg
+		e.msg = clip(e.msg)
+		return e
 	}
 	if ce := scriptsDisabledError(err, errs, total); ce != nil {
 		return ce
 	}
+	if ce := misconfiguredError(err, errs, total); ce != nil {
+		return ce
+	}
 	e.msg = clip(e.msg)
 	return e
+}
+
+// misconfiguredError is the error (exit 8) when the nodes whose failure
+// will not pass by itself (lastingReason: a wrong password, a replica, out
+// of memory, scripts disabled, ...) are too many for a majority, whatever
+// the other nodes do: they answered, so "cannot reach" and a retry would
+// mislead. Each is named with what to fix. nil when they are not too many.
+func misconfiguredError(err error, errs []*redlock.NodeError, total int) *cliError {
+	var bad, others []*redlock.NodeError
+	for _, ne := range errs {
+		if lastingReason(ne.Err) != "" {
+			bad = append(bad, ne)
+		} else {
+			others = append(others, ne)
+		}
+	}
+	needed := total/2 + 1
+	if len(bad) == 0 || len(bad) <= total-needed {
+		return nil
+	}
+	addrs := make([]string, len(bad))
+	for i, ne := range bad {
+		addrs[i] = ne.Addr
+	}
+	slices.Sort(addrs)
+	msg := fmt.Sprintf("no majority can grant: %d of %d nodes answered but cannot take part, which leaves %d, %d needed; retrying will not help, fix them (redlock-cli doctor checks each node): %s",
+		len(bad), total, total-len(bad), needed, summarizeNodes(bad))
+	if len(others) > 0 {
+		msg += "; also " + summarizeNodes(others)
+	}
+	return &cliError{code: exitCannotGrant, kind: kindMisconfigured, msg: clip(msg), err: err,
+		extra: map[string]any{"total": total, "needed": needed, "nodes": addrs}}
 }
 
 // scriptsDisabledError is the error (exit 8) when the nodes that refuse

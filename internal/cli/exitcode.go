@@ -37,10 +37,13 @@ const (
 	// help, unlike exitBusy.
 	exitCannotGrant = 8
 	// exitRejoining: the lock is not held by anyone, but nodes that
-	// restarted without appendfsync always sit out their rejoin delay and
+	// restarted or lost data sit out their rejoin delay and
 	// leave no majority that can grant it. Unlike exitBusy, nobody holds
 	// it; unlike exitCannotGrant, it passes by itself within the delay.
 	exitRejoining = 9
+	// exitViolation: verify found a violation of the lock's guarantees or
+	// of linearizability.
+	exitViolation = 10
 	// exitCannotExec and exitNotFound follow the shell's convention for a
 	// COMMAND that cannot be run (run only).
 	exitCannotExec = 126
@@ -64,10 +67,13 @@ const exitCodeHelp = `Exit codes:
          commands, on too many nodes for a majority
   8      the nodes cannot grant the lock: too many for a majority are out of
          memory or read-only replicas, have the fence counter at its maximum,
-         or have EVALSHA or EVAL renamed or disabled
+         or have EVALSHA or EVAL renamed or disabled, or fail for such
+         reasons and wrong credentials mixed
   9      unavailable: too many nodes for a majority are rejoining after a
-         restart without appendfsync always or a loss of data (FLUSHALL,
-         eviction, a failover), for up to the rejoin delay
+         restart or a loss of data (FLUSHALL, a failover), for up to the
+         rejoin delay
+  10     verify: the history broke mutual exclusion, lease validity, fencing
+         order or linearizability
   126    run: COMMAND cannot be executed
   127    run: COMMAND not found
   128+N  interrupted by signal N while waiting; run: COMMAND killed by signal N
@@ -115,12 +121,20 @@ const (
 	// kindScriptsDisabled: EVALSHA or EVAL renamed or disabled on too
 	// many nodes (exit 8).
 	kindScriptsDisabled = "scripts_disabled"
-	kindBusy            = "busy"
-	kindTimeout         = "wait_timeout"
-	kindNotHeld         = "not_held"
-	kindLeaseLost       = "lease_lost"
-	kindInterrupt       = "interrupted"
-	kindExec            = "cannot_exec"
+	// kindMisconfigured: too many nodes for a majority fail for reasons
+	// that will not pass by themselves, of more than one kind (a wrong
+	// password on one, a replica on another): exit 8.
+	kindMisconfigured = "misconfigured"
+	kindBusy          = "busy"
+	kindTimeout       = "wait_timeout"
+	kindNotHeld       = "not_held"
+	kindLeaseLost     = "lease_lost"
+	kindInterrupt     = "interrupted"
+	kindExec          = "cannot_exec"
+	// kindViolation: verify found a violation (exit 10).
+	kindViolation = "violation"
+	// kindPrefixInUse: verify found keys under its prefix (exit 2).
+	kindPrefixInUse = "prefix_in_use"
 )
 
 // usageErrorf returns a usage error (exit 2).
@@ -157,12 +171,24 @@ func classify(err error) *cliError {
 	default:
 		e.code, e.kind = exitFailure, kindFailure
 	}
+	var qe *redlock.QuorumError
+	if e.code == exitNotHeld && errors.As(err, &qe) {
+		e.msg = clip(e.msg + fmt.Sprintf("; the lock expired (its --ttl passed without a renewal), was released, or is held by another token: see redlock-cli status %s", shellQuote(qe.Resource)))
+	}
 	var ae *redlock.AcquireError
 	if e.code == exitCannotGrant && errors.As(err, &ae) {
 		e.extra = map[string]any{"granted": ae.Granted, "needed": ae.Needed, "total": ae.Total}
 		e.msg = cannotGrantMessage(ae)
 	}
 	return e
+}
+
+// shellQuote quotes s for a shell command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/#@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // cannotGrantKinds are the sentinels of exit 8, and how a message says

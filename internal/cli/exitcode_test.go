@@ -271,3 +271,10 @@ func TestDocsExitCodes(t *testing.T) {
 	require.Contains(t, help, strconv.Itoa(exitAccessDenied))
 	require.Contains(t, help, strconv.Itoa(exitCannotGrant))
 }
+
+// TestPlural: one noun, and the plural of nouns that end in s.
+func TestPlural(t *testing.T) {
+	require.Equal(t, "1 node", plural(1, "node"))
+	require.Equal(t, "0 nodes", plural(0, "node"))
+	require.Equal(t, "2 processes", plural(2, "process"))
+}

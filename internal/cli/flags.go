@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -42,7 +44,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.prefix, "prefix", redlock.DefaultKeyPrefix, "key prefix of the lock keys")
 	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
 	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
-	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that may have lost data (a restart without appendfsync always, FLUSHALL, eviction, a failover) out of the quorum for this long after the loss; 0 turns it off (default the ttl)")
+	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that may have lost data (any restart, with or without AOF; FLUSHALL; a failover) out of the quorum for this long after the loss; at least your longest --ttl; 0 turns the wait off (default the ttl)")
 	fs.DurationVar(&g.queueTTL, "queue-ttl", 0, "how long a waiter's place in the lock's fair wait queue lasts without renewal (a waiter that dies holds the lock up at most this long); 0 turns the queue off (default the ttl)")
 	fs.BoolVar(&g.noHand, "no-hand-over", false, "a release only names the next waiter in the wait queue, which then tries, instead of handing it the lock")
 	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
@@ -171,17 +173,21 @@ func (g *globals) nodeURLs(getenv func(string) string) ([]string, error) {
 	return urls, nil
 }
 
-// secrets returns the passwords in the node URLs of --nodes, or else of
-// the environment (getenv), whether or not they are well-formed: every
-// message the command prints is cleaned of them (redact.String).
-func (g *globals) secrets(getenv func(string) string) []string {
+// rawURLs returns the node URLs of --nodes, or else of the environment
+// (getenv), as given, split at commas and trimmed, whether or not they are
+// well-formed: App.redact masks each where a message quotes it.
+func (g *globals) rawURLs(getenv func(string) string) []string {
 	raw := g.nodes
 	if len(raw) == 0 && getenv != nil {
 		raw = []string{getenv(envNodes)}
 	}
 	var out []string
 	for _, r := range raw {
-		out = append(out, redact.Secrets(strings.Split(r, ",")...)...)
+		for _, u := range strings.Split(r, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				out = append(out, u)
+			}
+		}
 	}
 	return out
 }
@@ -348,6 +354,9 @@ func checkResource(resource string) error {
 	}
 	if len(resource) > redlock.MaxResourceLen {
 		return usageErrorf("resource name is %d bytes, over the limit of %d", len(resource), redlock.MaxResourceLen)
+	}
+	if i := strings.IndexFunc(resource, unicode.IsControl); i >= 0 {
+		return usageErrorf("resource name %q holds a control character (%q at byte %d): newlines, tabs and other control characters would break the one-line output; use printable characters", resource, resource[i:i+utf8.RuneLen([]rune(resource[i:])[0])], i)
 	}
 	return nil
 }

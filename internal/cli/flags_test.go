@@ -81,6 +81,11 @@ func TestUsageErrors(t *testing.T) {
 		{"doctor args", nodes, []string{"doctor", "x"}, "doctor takes no arguments"},
 		{"doctor URL arg", nodes, []string{"doctor", "redis://:s3cretpw@h:1"}, `doctor takes no arguments, got ["redis://:xxxxx@h:1"]`},
 		{"empty prefix", nodes, []string{"status", "r", "--prefix", ""}, "--prefix must not be empty"},
+		{"newline in resource", nodes, []string{"acquire", "a\nb"}, `resource name "a\nb" holds a control character ("\n" at byte 1)`},
+		{"newline in run resource", nodes, []string{"run", "x", "a\rb", "--", "true"}, `("\r" at byte 1)`},
+		{"tab in status resource", nodes, []string{"status", "\tjob"}, `("\t" at byte 0)`},
+		{"acquire --shared", nodes, []string{"acquire", "doc", "--shared"}, "acquire --shared is not supported: a reader's lease cannot be renewed or released by its token from another process; hold a shared lock over several steps with: redlock-cli run --shared doc -- sh -c"},
+		{"acquire -n 0", nodes, []string{"acquire", "pool", "-n", "0"}, "-n must be between 1 and"},
 		{"long owner", nodes, []string{"acquire", "r", "--owner", strings.Repeat("o", 257)}, "--owner is 257 bytes"},
 	}
 	for _, tt := range tests {
@@ -215,18 +220,35 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
-// TestSecretsOfFlags: the passwords of --nodes, or else of REDLOCK_NODES,
-// whether or not the URLs are well-formed.
-func TestSecretsOfFlags(t *testing.T) {
+// TestRawURLsOfFlags: the node URLs of --nodes, or else of
+// REDLOCK_NODES, as given, whether or not they are well-formed.
+func TestRawURLsOfFlags(t *testing.T) {
 	env := func(k string) string {
 		if k == envNodes {
-			return "redis://:envpw@h:1,redis//:envpw2@h:2"
+			return "redis://:envpw@h:1, redis//:envpw2@h:2,"
 		}
 		return ""
 	}
-	require.Equal(t, []string{"envpw", "envpw2"}, (&globals{}).secrets(env))
+	require.Equal(t, []string{"redis://:envpw@h:1", "redis//:envpw2@h:2"}, (&globals{}).rawURLs(env))
 	g := globals{nodes: []string{"redis://u:flagpw@h:1", "127.0.0.1:7301"}}
-	require.Equal(t, []string{"flagpw"}, g.secrets(env))
+	require.Equal(t, []string{"redis://u:flagpw@h:1", "127.0.0.1:7301"}, g.rawURLs(env))
+}
+
+// TestRedactMasksURLsOnly: a message is cleaned of the node URLs'
+// passwords where it quotes a URL, and only there: a short password ("or")
+// does not garble the words that contain it.
+func TestRedactMasksURLsOnly(t *testing.T) {
+	a := &App{g: globals{nodes: []string{"redis://:or@127.0.0.1:7301,user:or@127.0.0.1:7302"}}}
+	tests := []struct{ in, want string }{
+		{"cannot reach a majority of the nodes: 1 of 3 answered, the password or user", "cannot reach a majority of the nodes: 1 of 3 answered, the password or user"},
+		{`malformed node URL redis://:or@127.0.0.1:7301: bad`, `malformed node URL redis://:xxxxx@127.0.0.1:7301: bad`},
+		{`parse "user:or@127.0.0.1:7302": first path segment`, `parse "user:xxxxx@127.0.0.1:7302": first path segment`},
+		{"dial redis://u:other@h:1?password=or failed", "dial redis://u:xxxxx@h:1?password=xxxxx failed"},
+		{"token 0123456789abcdef0123456789abcdef", "token 01234567..."},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, a.redact(tt.in))
+	}
 }
 
 // TestGlobalsDefaults: the call timeout in effect, from --ttl and

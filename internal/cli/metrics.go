@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"net"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,9 +47,28 @@ type metrics struct {
 	leasesLost      prometheus.Counter
 	releases        map[string]prometheus.Counter // by result
 	nodeErrors      *prometheus.CounterVec        // by node, op
+
+	// The metrics redlockotel also exports, under the names its
+	// OpenTelemetry instruments take through a Prometheus exporter
+	// (docs/observability.md): one set of names for library and CLI.
+	wait             prometheus.Histogram
+	hold             *prometheus.HistogramVec // by redlock_lease_end
+	slack            prometheus.Histogram
+	failing          prometheus.Counter
+	waiters, holders prometheus.Gauge
+	handOff          prometheus.Histogram
+	node             *prometheus.HistogramVec // by server_address, server_port, redlock_node_operation, redlock_vote
+
+	// released holds when each resource was last released, for the
+	// hand-off time (bounded by maxReleased).
+	mu       sync.Mutex
+	released map[string]time.Time
 }
 
-var _ redlock.Observer = (*metrics)(nil)
+// maxReleased bounds the release times kept for hand-off times.
+const maxReleased = 4096
+
+var _ redlock.ContextObserver = (*metrics)(nil)
 
 // newMetrics defines the metrics for a Locker over nodes nodes and
 // registers them with reg.
@@ -84,7 +107,40 @@ func newMetrics(reg prometheus.Registerer, nodes int) (*metrics, error) {
 		Help: "Leases released, by result: released (by a majority), no_quorum, error.",
 	}, []string{"result"})
 	m.releases = children(releases, releaseOK, releaseNoQuorum, releaseError)
-	for _, c := range []prometheus.Collector{m.acquireDuration, attempts, m.grants, m.renewals, m.leasesLost, releases, m.nodeErrors} {
+	m.wait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "redlock_acquire_wait_duration_seconds",
+		Help:    "Time an acquisition waited before the lock was its (to the attempt that won, or the hand-over).",
+		Buckets: acquireBuckets,
+	})
+	m.hold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redlock_lease_hold_duration_seconds",
+		Help:    "Time a lease was held, from its acquisition to its end, by how it ended: released, lost, orphaned.",
+		Buckets: acquireBuckets,
+	}, []string{"redlock_lease_end"})
+	m.slack = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "redlock_renew_slack_seconds",
+		Help:    "Validity a lease still had when its renewal landed.",
+		Buckets: acquireBuckets,
+	})
+	m.failing = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "redlock_renew_failing_total",
+		Help: "Renewal rounds that failed while the lease was still valid (the early warning).",
+	})
+	m.waiters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_waiters", Help: "Acquire calls waiting for a lock."})
+	m.holders = prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_holders", Help: "Leases held."})
+	m.handOff = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "redlock_handoff_duration_seconds",
+		Help:    "Time from a release to the next holder's acquisition of the same resource, within one process.",
+		Buckets: acquireBuckets,
+	})
+	m.node = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redlock_node_duration_seconds",
+		Help:    "Duration of one call to one node, by node, operation and vote.",
+		Buckets: acquireBuckets,
+	}, []string{"server_address", "server_port", "redlock_node_operation", "redlock_vote"})
+	m.released = map[string]time.Time{}
+	for _, c := range []prometheus.Collector{m.acquireDuration, attempts, m.grants, m.renewals, m.leasesLost, releases, m.nodeErrors,
+		m.wait, m.hold, m.slack, m.failing, m.waiters, m.holders, m.handOff, m.node} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -120,6 +176,79 @@ func (m *metrics) Observe(e redlock.Event) {
 	case redlock.EventNodeError:
 		m.nodeErrors.WithLabelValues(e.Node, e.Op).Inc()
 	}
+}
+
+// ObserveContext records one event of a Locker: the six kinds Observe
+// records, and the acquisitions' waits, the leases' hold times and the
+// renewals' slack and early warnings.
+func (m *metrics) ObserveContext(ctx context.Context, e redlock.Event) context.Context {
+	switch e.Kind {
+	case redlock.EventAcquireStart:
+		if e.Op == "acquire" {
+			m.waiters.Inc()
+		}
+	case redlock.EventAcquireEnd:
+		if e.Op == "acquire" {
+			m.waiters.Dec()
+		}
+		if e.Err == nil {
+			m.wait.Observe(e.Waited.Seconds())
+			if e.Lock != redlock.LockSemaphore { // its slot's acquisition counted the lease
+				m.holders.Add(float64(e.Count))
+			}
+			m.mu.Lock()
+			at, ok := m.released[e.Resource]
+			if ok && time.Since(at) <= e.Latency {
+				delete(m.released, e.Resource)
+			} else {
+				ok = false
+			}
+			m.mu.Unlock()
+			if ok && (e.Waited > 0 || e.HandOver) {
+				m.handOff.Observe(time.Since(at).Seconds())
+			}
+		}
+	case redlock.EventReleaseEnd:
+		if e.Err == nil {
+			m.mu.Lock()
+			if len(m.released) >= maxReleased {
+				clear(m.released)
+			}
+			m.released[e.Resource] = time.Now()
+			m.mu.Unlock()
+		}
+	case redlock.EventNodeCall:
+		host, port, err := net.SplitHostPort(e.Node)
+		if err != nil {
+			host, port = e.Node, ""
+		}
+		m.node.WithLabelValues(host, port, e.Op, string(e.Vote)).Observe(e.Latency.Seconds())
+	case redlock.EventLeaseEnd:
+		m.hold.WithLabelValues(leaseEnd(e.Err)).Observe(e.Held.Seconds())
+		m.holders.Dec()
+	case redlock.EventRenewEnd:
+		if e.Err == nil {
+			m.slack.Observe(e.Left.Seconds())
+		}
+	case redlock.EventRenewFailing:
+		m.failing.Inc()
+	default:
+		m.Observe(e)
+	}
+	return ctx
+}
+
+// leaseEnd names how a lease ended, as redlockotel does.
+func leaseEnd(cause error) string {
+	switch {
+	case errors.Is(cause, redlock.ErrLeaseReleased):
+		return "released"
+	case errors.Is(cause, redlock.ErrLeaseLost):
+		return "lost"
+	case errors.Is(cause, redlock.ErrLeaseOrphaned):
+		return "orphaned"
+	}
+	return "_OTHER"
 }
 
 // attemptResult classifies the outcome of one acquisition attempt.

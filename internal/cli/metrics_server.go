@@ -127,7 +127,7 @@ func (a *App) startMetrics(addr string, nodes int) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.observer = m
+	a.observer = observers(a.observer, m)
 	a.warnf("serving metrics on %s", ms.URL())
 	return ms.stop, nil
 }

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +111,62 @@ func TestMetricsObserver(t *testing.T) {
 	m, err := newMetrics(reg, 3)
 	require.NoError(t, err)
 	feedEvents(m)
-	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(wantExposition)))
+	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(wantExposition),
+		"redlock_acquire_duration_seconds", "redlock_acquire_attempts_total", "redlock_attempt_grants", "redlock_renewals_total",
+		"redlock_leases_lost_total", "redlock_releases_total", "redlock_node_errors_total"))
+}
+
+// TestMetricsSharedWithRedlockotel: the metrics redlockotel exports too
+// (docs/observability.md), under the same Prometheus names, fed by a
+// Locker's events with context.
+func TestMetricsSharedWithRedlockotel(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, 3)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, e := range []redlock.Event{
+		{Kind: redlock.EventAcquireStart, Op: "acquire"},
+		{Kind: redlock.EventAcquireStart, Op: "acquire"},
+		{Kind: redlock.EventAcquireEnd, Op: "acquire", Count: 1, Waited: 20 * time.Millisecond},
+		{Kind: redlock.EventRenewFailing, Left: time.Second},
+		{Kind: redlock.EventRenewEnd, Left: 800 * time.Millisecond},
+		{Kind: redlock.EventLeaseEnd, Held: 2 * time.Second, Err: redlock.ErrLeaseReleased},
+		{Kind: redlock.EventLost},
+	} {
+		require.Equal(t, ctx, m.ObserveContext(ctx, e))
+	}
+	require.Equal(t, 1.0, promtest.ToFloat64(m.waiters), "one Acquire still waits")
+	require.Equal(t, 0.0, promtest.ToFloat64(m.holders))
+	require.Equal(t, 1.0, promtest.ToFloat64(m.failing))
+	require.Equal(t, 1.0, promtest.ToFloat64(m.leasesLost), "the six old kinds still count")
+	n, err := promtest.GatherAndCount(reg, "redlock_acquire_wait_duration_seconds", "redlock_lease_hold_duration_seconds", "redlock_renew_slack_seconds")
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.NoError(t, promtest.GatherAndCompare(reg, strings.NewReader(`# HELP redlock_renew_slack_seconds Validity a lease still had when its renewal landed.
+# TYPE redlock_renew_slack_seconds histogram
+redlock_renew_slack_seconds_bucket{le="0.0001"} 0
+redlock_renew_slack_seconds_bucket{le="0.00025"} 0
+redlock_renew_slack_seconds_bucket{le="0.0005"} 0
+redlock_renew_slack_seconds_bucket{le="0.001"} 0
+redlock_renew_slack_seconds_bucket{le="0.0025"} 0
+redlock_renew_slack_seconds_bucket{le="0.005"} 0
+redlock_renew_slack_seconds_bucket{le="0.01"} 0
+redlock_renew_slack_seconds_bucket{le="0.025"} 0
+redlock_renew_slack_seconds_bucket{le="0.05"} 0
+redlock_renew_slack_seconds_bucket{le="0.1"} 0
+redlock_renew_slack_seconds_bucket{le="0.25"} 0
+redlock_renew_slack_seconds_bucket{le="0.5"} 0
+redlock_renew_slack_seconds_bucket{le="1"} 1
+redlock_renew_slack_seconds_bucket{le="2.5"} 1
+redlock_renew_slack_seconds_bucket{le="5"} 1
+redlock_renew_slack_seconds_bucket{le="10"} 1
+redlock_renew_slack_seconds_bucket{le="30"} 1
+redlock_renew_slack_seconds_bucket{le="60"} 1
+redlock_renew_slack_seconds_bucket{le="+Inf"} 1
+redlock_renew_slack_seconds_sum 0.8
+redlock_renew_slack_seconds_count 1
+`), "redlock_renew_slack_seconds"))
 }
 
 // TestMetricsZero: every counter with a fixed label set is exported from
@@ -256,4 +314,41 @@ func TestMetricsUnknownHost(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, exitUsage, err.(*cliError).code)
 	require.Contains(t, err.Error(), "unknown host")
+}
+
+// TestMetricsNamesShared: --metrics-addr exports exactly the Prometheus
+// names redlockotel's metrics take through an OpenTelemetry Prometheus
+// exporter: one set, listed in redlockotel/testdata/prometheus-names.txt
+// (checked on redlockotel's side too).
+func TestMetricsNamesShared(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "redlockotel", "testdata", "prometheus-names.txt"))
+	require.NoError(t, err)
+	var want []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			want = append(want, line)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, 3)
+	require.NoError(t, err)
+	ctx := context.Background()
+	feedEvents(m)
+	for _, e := range []redlock.Event{
+		{Kind: redlock.EventReleaseEnd, Resource: "r"},
+		{Kind: redlock.EventAcquireEnd, Op: "acquire", Resource: "r", Count: 1, Waited: time.Millisecond, Latency: time.Second},
+		{Kind: redlock.EventNodeCall, Node: "127.0.0.1:6379", Op: "acquire", Vote: redlock.VoteGranted},
+		{Kind: redlock.EventLeaseEnd, Err: redlock.ErrLeaseReleased},
+	} {
+		m.ObserveContext(ctx, e)
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var got []string
+	for _, f := range families {
+		got = append(got, f.GetName())
+	}
+	slices.Sort(got)
+	require.Equal(t, want, got)
 }

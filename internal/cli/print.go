@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,10 +44,32 @@ func (a *App) warnf(format string, args ...any) {
 
 // redact returns s without the passwords of the node URLs and without any
 // whole lock token (see package redact). Every error, warning and error
-// field of the JSON output goes through it.
+// field of the JSON output goes through it. Only URLs are masked: each
+// node URL as given (however malformed), and every URL-shaped part of s
+// (scheme://..., or user:password@host), by redact.URL, which hides their
+// user information, password options and non-numeric paths. A password's
+// text elsewhere in s is left alone: a password "or" must not turn
+// "majority" into "majxxxxxity", and no server or library message quotes a
+// password outside its URL.
 func (a *App) redact(s string) string {
-	return redact.String(s, a.g.secrets(a.Getenv)...)
+	for _, raw := range a.g.rawURLs(a.Getenv) {
+		if shown := redact.URL(raw); shown != raw {
+			s = strings.ReplaceAll(s, raw, shown)
+		}
+	}
+	s = urlShaped.ReplaceAllStringFunc(s, func(u string) string {
+		// Punctuation that ends a sentence or a list is not the URL's.
+		trimmed := strings.TrimRight(u, ":,;.)")
+		return redact.URL(trimmed) + u[len(trimmed):]
+	})
+	return redact.String(s)
 }
+
+// urlShaped matches the parts of a message that may be URLs with a
+// secret: a scheme and "://" up to white space or a quote, or
+// "word:...@..." (user information without a scheme, or with a mistyped
+// one: "redis//:pw@host", "user:pw@host").
+var urlShaped = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*:/*[^\s"'<>]*@[^\s"'<>]*|[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+|:[^\s"'<>:@/]+@[^\s"'<>]+`)
 
 // table returns a writer that aligns the tab-separated columns of the
 // lines written to it on stdout; Flush it at the end.
@@ -112,6 +136,9 @@ func ttlText(ms int64) string {
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/e6344662/go-redlock/redlock"
 )
@@ -84,8 +87,11 @@ COMMAND REDLOCK_COUNT and, for each i from 0, REDLOCK_RESOURCE_i,
 REDLOCK_TOKEN_i and REDLOCK_FENCE_i (REDLOCK_RESOURCE, REDLOCK_TOKEN and
 REDLOCK_FENCE are the first's). COMMAND is stopped if any lease is lost.
 
-Use -- before COMMAND so that COMMAND's own flags are not taken for
-redlock-cli's.
+Without --, as with flock(1), the first argument that is not one of run's
+flags is RESOURCE and everything from the next one that is not a flag is
+COMMAND with its arguments: "run job echo hi" and "run --wait 5s job ls -la"
+work; several resources need -- (run A B C -- COMMAND). Use -- when COMMAND
+is to start with something that looks like a flag.
 
 ` + exitCodeHelp
 
@@ -97,12 +103,15 @@ func (a *App) runCmd() *cobra.Command {
 	var shared, rw bool
 	killAfter := defaultKillAfter
 	cmd := &cobra.Command{
-		Use:   "run RESOURCE... [-n K | --shared | --rw] [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] -- COMMAND [ARGS...]",
+		Use:   "run RESOURCE... [-n K | --shared | --rw] [--wait DURATION] [--kill-after DURATION] [--metrics-addr HOST:PORT] [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock (flock(1) across machines)",
 		Long:  runLong,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			switch {
+			case dash < 0 && len(args) > 0:
+				// flockArgs adds the -- when a COMMAND follows RESOURCE.
+				return usageErrorf("run takes RESOURCE COMMAND [ARGS...] (or RESOURCE... -- COMMAND [ARGS...]): no COMMAND")
 			case dash == 0 || len(args) == 0:
 				return usageErrorf("run takes RESOURCE -- COMMAND [ARGS...]: no RESOURCE")
 			case len(args) <= dash:
@@ -359,6 +368,73 @@ func newHeldSet(leases []*redlock.Lease) heldSet {
 
 // Context ends when any lease's does.
 func (h heldSet) Context() context.Context { return h.ctx }
+
+// flockArgs returns the command line args with a "--" put before
+// COMMAND when it is "run" without one, as flock(1) reads its arguments:
+// the first argument after run's flags is RESOURCE, and COMMAND starts at
+// the first one after it that is not a flag of run's (nor a flag's value).
+// Any other command line is returned as it is.
+func flockArgs(root *cobra.Command, args []string) []string {
+	i := skipFlags(root, args, 0)
+	if i >= len(args) || args[i] != "run" || slices.Contains(args[i:], "--") {
+		return args
+	}
+	run, _, err := root.Find([]string{"run"})
+	if err != nil || run == root {
+		return args
+	}
+	res := skipFlags(run, args, i+1)
+	if res >= len(args) {
+		return args
+	}
+	cmd := skipFlags(run, args, res+1)
+	if cmd >= len(args) {
+		return args
+	}
+	out := make([]string, 0, len(args)+1)
+	out = append(out, args[:cmd]...)
+	out = append(out, "--")
+	return append(out, args[cmd:]...)
+}
+
+// skipFlags returns the index of the first argument of args from i on
+// that is neither a flag of cmd (its own or inherited) nor a flag's value.
+func skipFlags(cmd *cobra.Command, args []string, i int) int {
+	lookup := func(name string, short bool) *pflag.Flag {
+		for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.InheritedFlags(), cmd.Root().PersistentFlags()} {
+			var f *pflag.Flag
+			if short {
+				f = fs.ShorthandLookup(name)
+			} else {
+				f = fs.Lookup(name)
+			}
+			if f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			return i
+		}
+		var f *pflag.Flag
+		switch {
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if !hasValue {
+				f = lookup(name, false)
+			}
+		case len(a) == 2:
+			f = lookup(a[1:], true)
+		}
+		if f != nil && f.NoOptDefVal == "" {
+			i++ // the flag's value
+		}
+	}
+	return i
+}
 
 // execError maps a failure to start COMMAND to its exit code.
 func execError(name string, err error) *cliError {

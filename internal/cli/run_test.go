@@ -42,3 +42,44 @@ func TestRunInProcess(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &st))
 	require.Greater(t, st.Fence, first, "two more holders since the first")
 }
+
+// TestFlockArgs: "run" without -- reads its arguments as flock(1) does:
+// RESOURCE, then COMMAND from the first argument that is not run's flag;
+// other command lines are left alone.
+func TestFlockArgs(t *testing.T) {
+	a := &App{}
+	root := a.newRoot()
+	tests := []struct {
+		args, want []string
+	}{
+		{[]string{"run", "job", "echo", "hi"}, []string{"run", "job", "--", "echo", "hi"}},
+		{[]string{"--json", "--nodes", "redis://h:1", "run", "job", "ls", "-la"}, []string{"--json", "--nodes", "redis://h:1", "run", "job", "--", "ls", "-la"}},
+		{[]string{"run", "--wait", "5s", "job", "tail", "-n", "5", "f"}, []string{"run", "--wait", "5s", "job", "--", "tail", "-n", "5", "f"}},
+		{[]string{"run", "job", "--wait=5s", "-n", "3", "--shared", "cmd", "--json"}, []string{"run", "job", "--wait=5s", "-n", "3", "--shared", "--", "cmd", "--json"}},
+		{[]string{"run", "job", "--", "echo", "hi"}, []string{"run", "job", "--", "echo", "hi"}},
+		{[]string{"run", "a", "b", "--", "true"}, []string{"run", "a", "b", "--", "true"}},
+		{[]string{"run", "job"}, []string{"run", "job"}},
+		{[]string{"run"}, []string{"run"}},
+		{[]string{"acquire", "job", "x"}, []string{"acquire", "job", "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			require.Equal(t, tt.want, flockArgs(root, tt.args))
+		})
+	}
+}
+
+// TestRunWithoutDash: "run job COMMAND" runs COMMAND (it once panicked),
+// and "run job" alone is a usage error, as JSON under --json.
+func TestRunWithoutDash(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	env := map[string]string{envNodes: strings.Join(c.URLs(), ",")}
+	code, stdout, stderr := runInProcess(t, env, "run", "job", "sh", "-c", "echo hi $REDLOCK_RESOURCE")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, "hi job\n", stdout)
+
+	code, stdout, stderr = runInProcess(t, env, "run", "--json", "job")
+	require.Equal(t, exitUsage, code)
+	requireOneLine(t, stderr, "no COMMAND")
+	require.Contains(t, stdout, `"error":"usage"`)
+}

@@ -37,10 +37,7 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 		return nil, opError(ctx, err, len(urls))
 	}
 	cfg := a.g.config()
-	cfg.Observer = a.observer
-	if a.watch != nil {
-		cfg.Observer = a.watch
-	}
+	cfg.Observer = a.watched()
 	l, err := redlock.New(nodes, cfg)
 	if err != nil {
 		_ = nodes.Close()

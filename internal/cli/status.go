@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/e6344662/go-redlock/internal/redact"
@@ -48,6 +50,10 @@ type statusResult struct {
 	Fence    uint64        `json:"fence"`
 	Waiting  int           `json:"waiting"`
 	Nodes    []statusNode  `json:"nodes"`
+	// NotIndependent names the listed nodes that are not independent
+	// (one server twice, a replica of another listed node): see
+	// independence.
+	NotIndependent []string `json:"not_independent,omitempty"`
 	// Error, Message and ExitCode are set when fewer than a majority
 	// answered: the error object's fields, in the one result.
 	Error    string `json:"error,omitempty"`
@@ -102,11 +108,12 @@ when fewer than a majority answered.
 				return err
 			}
 			defer s.close()
+			indep := independence(ctx, s.nodes, a.g.callTimeout())
 			if rw {
-				return a.statusRW(ctx, s, resource)
+				return a.statusRW(ctx, s, resource, indep)
 			}
 			for _, r := range resources {
-				if err := a.status(ctx, s, r); err != nil {
+				if err := a.status(ctx, s, r, indep); err != nil {
 					return err
 				}
 			}
@@ -118,13 +125,65 @@ when fewer than a majority answered.
 	return cmd
 }
 
-// status prints the state of one resource on every node.
-func (a *App) status(ctx context.Context, s *session, resource string) error {
+// status prints the state of one resource on every node; indep lists the
+// nodes that are not independent (independence).
+func (a *App) status(ctx context.Context, s *session, resource string, indep []string) error {
 	st, err := s.locker.Inspect(ctx, resource)
 	if err != nil {
 		return opError(ctx, err, len(s.nodes))
 	}
-	return a.reportStatus(summarizeStatus(s.locker.Key(resource), s.locker.Quorum(), st), statusNodeErrors(st))
+	res := summarizeStatus(s.locker.Key(resource), s.locker.Quorum(), st)
+	res.NotIndependent = indep
+	return a.reportStatus(res, statusNodeErrors(st))
+}
+
+// independence reads INFO server and replication from every server behind
+// the nodes (each primary of a cluster) and names the nodes that are not
+// independent: two that reach one server, or one whose server replicates
+// another's (doctor's independent check; a replica is never a vote). A
+// server that does not answer in timeout is left out: status shows its
+// error anyway.
+func independence(ctx context.Context, nodes redlock.Nodes, timeout time.Duration) []string {
+	ids := make([][]serverIdentity, len(nodes))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	one := func(i int, c *redis.Client, label string) {
+		if id, err := identify(ctx, c, label, timeout); err == nil {
+			mu.Lock()
+			ids[i] = append(ids[i], id)
+			mu.Unlock()
+		}
+	}
+	for i, n := range nodes {
+		rn, ok := n.(*redlock.RedisNode)
+		if !ok {
+			continue
+		}
+		switch c := rn.Client().(type) {
+		case *redis.Client:
+			wg.Go(func() { one(i, c, n.Addr()) })
+		case *redis.ClusterClient:
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				_ = c.ForEachMaster(cctx, func(_ context.Context, m *redis.Client) error {
+					one(i, m, n.Addr()+"/"+m.Options().Addr)
+					return nil
+				})
+			})
+		}
+	}
+	wg.Wait()
+	return dependences(ids)
+}
+
+// independenceWarning is status's line about nodes that are not
+// independent; "" when there are none.
+func independenceWarning(indep []string) string {
+	if len(indep) == 0 {
+		return ""
+	}
+	return "warning: the nodes are not independent: " + strings.Join(indep, "; ") + ". Hint: " + independentHint + " (redlock-cli doctor checks them)"
 }
 
 // reportStatus prints one resource's status, and returns the no-quorum
@@ -309,6 +368,9 @@ func (a *App) printStatus(res statusResult) {
 	}
 	_ = tw.Flush()
 	a.printf("%s\n", verdict(res))
+	if w := independenceWarning(res.NotIndependent); w != "" {
+		a.printf("%s\n", w)
+	}
 }
 
 // verdict is the last line of status.
@@ -320,12 +382,12 @@ func verdict(res statusResult) string {
 		if res.Holder.TTLMillis < 0 {
 			expires = "no expiry: not a redlock lock, it stays until deleted"
 		}
-		return fmt.Sprintf("%q: held by %s (token %s...) on %d nodes, %s; %s; fence counter %d",
-			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, res.HeldOn, q, expires, res.Fence)
+		return fmt.Sprintf("%q: held by %s (token %s...) on %s, %s; %s; fence counter %d",
+			res.Resource, res.Holder.Owner, res.Holder.TokenPrefix, plural(res.HeldOn, "node"), q, expires, res.Fence)
 	case res.State == "free":
-		return fmt.Sprintf("%q: free on %d nodes, %s; fence counter %d", res.Resource, res.FreeOn, q, res.Fence)
+		return fmt.Sprintf("%q: free on %s, %s; fence counter %d", res.Resource, plural(res.FreeOn, "node"), q, res.Fence)
 	case res.Answered < res.Quorum:
-		return fmt.Sprintf("%q: unknown: only %d nodes answered, %s", res.Resource, res.Answered, q)
+		return fmt.Sprintf("%q: unknown: only %s answered, %s", res.Resource, plural(res.Answered, "node"), q)
 	}
 	return fmt.Sprintf("%q: unknown: no majority agrees (held on %d, free on %d, %s): a lock being taken, released or expiring",
 		res.Resource, res.Answered-res.FreeOn, res.FreeOn, q)

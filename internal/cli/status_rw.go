@@ -39,6 +39,8 @@ type rwStatusResult struct {
 	Total          int            `json:"total"`
 	Quorum         int            `json:"quorum"`
 	Nodes          []rwStatusNode `json:"nodes"`
+	// NotIndependent names the listed nodes that are not independent.
+	NotIndependent []string `json:"not_independent,omitempty"`
 }
 
 // rwHolderOf is info as status --rw shows it: never the whole token.
@@ -61,8 +63,9 @@ func rwHolders(infos []redlock.LockInfo) []rwHolder {
 // statusRW prints the read-write lock on resource: the writer and the
 // readers a majority records, and each node's view. State is "write"
 // (a writer holds it), "read" (readers do), "free", or "unknown" when
-// fewer than a majority answered.
-func (a *App) statusRW(ctx context.Context, s *session, resource string) error {
+// fewer than a majority answered. indep lists the nodes that are not
+// independent (independence).
+func (a *App) statusRW(ctx context.Context, s *session, resource string, indep []string) error {
 	rw, err := s.locker.NewRWLock(resource)
 	if err != nil {
 		return classify(err)
@@ -72,7 +75,7 @@ func (a *App) statusRW(ctx context.Context, s *session, resource string) error {
 		return opError(ctx, err, len(s.nodes))
 	}
 	res := rwStatusResult{Resource: resource, RW: true, Writer: rwHolderOf(st.Writer), Readers: rwHolders(st.Readers),
-		WritersWaiting: st.WritersWaiting, Total: len(st.Nodes), Quorum: s.locker.Quorum()}
+		WritersWaiting: st.WritersWaiting, Total: len(st.Nodes), Quorum: s.locker.Quorum(), NotIndependent: indep}
 	for _, ns := range st.Nodes {
 		n := rwStatusNode{Addr: ns.Addr, Reachable: ns.Err == nil, Writer: rwHolderOf(ns.Writer), Readers: rwHolders(ns.Readers),
 			WritersWaiting: ns.WritersWaiting, Fence: uint64(ns.Fence)}
@@ -110,6 +113,9 @@ func (a *App) statusRW(ctx context.Context, s *session, resource string) error {
 		}
 		a.printf("%s (read-write): %s; writer %s; %d readers%s; %d writers waiting (%d of %d nodes answered)\n",
 			resource, res.State, describeRWHolder(res.Writer), len(res.Readers), listed(readers), res.WritersWaiting, res.Answered, res.Total)
+		if w := independenceWarning(res.NotIndependent); w != "" {
+			a.printf("%s\n", w)
+		}
 	})
 	if res.Answered < res.Quorum {
 		return &cliError{code: exitNoQuorum, kind: kindNoQuorum, reported: true,

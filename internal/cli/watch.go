@@ -202,6 +202,9 @@ func serverSaid(err error) string {
 		msg = strings.TrimPrefix(msg, k.Error()+": ")
 	}
 	msg, _, _ = strings.Cut(msg, ". script:")
+	// An unknown command quotes its arguments: for EVAL, the script's
+	// source.
+	msg, _, _ = strings.Cut(msg, ", with args beginning with:")
 	return clip(strings.Join(strings.Fields(msg), " "))
 }
 
@@ -252,7 +255,7 @@ func rejoiningText(ae *redlock.AcquireError, nodes []string) string {
 	for i, n := range nodes {
 		shown[i] = strings.Replace(n, rejoiningPrefix+": ", " (", 1)
 	}
-	return fmt.Sprintf("%d of %d nodes are rejoining after a restart or a loss of data, and refuse every lock until the rejoin delay has passed since (--rejoin-delay, default the --ttl): %s",
+	return fmt.Sprintf("%d of %d nodes are rejoining after a restart or a loss of data: each refuses every lock until its rejoin delay (--rejoin-delay, default the --ttl) has passed since then: %s",
 		len(nodes), ae.Total, strings.Join(shown, ", "))
 }
 

@@ -1,0 +1,231 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
+)
+
+// The attempt engine (attempt.go) over fake nodes: one tally, one fence
+// step and one clean-up for a request of one lease or many, and the one
+// reply family (parseVote). A lease's hooks (leaseHooks) are called as the
+// release side of the seam promises.
+
+// replies answers each node's acquire (and acquire_all) with its entry;
+// every other script as fakeDefault.
+func replies(acquire ...any) func(i int, s *scripts.Script, keys []string, args []any) (any, error) {
+	return func(i int, s *scripts.Script, _ []string, _ []any) (any, error) {
+		if s != scripts.Acquire && s != scripts.AcquireAll {
+			return fakeDefault(s)
+		}
+		if err, ok := acquire[i].(error); ok {
+			return nil, err
+		}
+		return acquire[i], nil
+	}
+}
+
+var errLost = errors.New("connection lost")
+
+// TestEngineCleanup: a failed attempt releases its lock, before it
+// returns, on the nodes that granted it or whose answer was lost, and not
+// on a node that refused.
+func TestEngineCleanup(t *testing.T) {
+	nodes := newFakeNodes(3, replies([]any{int64(1), "5"}, []any{int64(0), int64(1000)}, errLost))
+	l := fakeLocker(t, nodes, Config{})
+	_, err := l.TryAcquire(context.Background(), "r")
+	var ae *AcquireError
+	require.True(t, errors.As(err, &ae))
+	require.Equal(t, 1, ae.Granted)
+	require.Len(t, ae.Refused, 1)
+	require.Len(t, ae.NodeErrors, 1)
+	require.Len(t, nodes[0].scriptCalls("release"), 1, "granted: released")
+	require.Empty(t, nodes[1].scriptCalls("release"), "refused: nothing of ours there")
+	require.Len(t, nodes[2].scriptCalls("release"), 1, "unknown outcome: released")
+	for _, c := range nodes[0].scriptCalls("release") {
+		require.Equal(t, "", c.args[5], "a clean-up names no place")
+		require.Equal(t, "", c.args[3], "and hands nothing over")
+	}
+}
+
+// TestEngineFence: the fencing token is the highest counter granted; it
+// is used at once when a majority returned exactly it, and otherwise only
+// after a majority of the granting nodes raised their counter to it (the
+// attempt decides at the first majority: any two of the nodes).
+func TestEngineFence(t *testing.T) {
+	for name, tc := range map[string]struct {
+		counters []string
+		want     fencing.Token
+		step     bool
+	}{
+		"they agree": {counters: []string{"6", "6", "6"}, want: 6},
+		"all differ": {counters: []string{"5", "6", "7"}, want: 6, step: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			answers := make([]any, 3)
+			for i, c := range tc.counters {
+				answers[i] = []any{int64(1), c}
+			}
+			nodes := newFakeNodes(3, replies(answers...))
+			l := fakeLocker(t, nodes, Config{})
+			lease, err := l.TryAcquire(context.Background(), "r")
+			require.NoError(t, err)
+			fenced := 0
+			for _, n := range nodes {
+				for _, c := range n.scriptCalls("fence") {
+					require.Equal(t, lease.Fence().String(), c.args[1], "raised to the fence")
+					fenced++
+				}
+			}
+			if tc.step {
+				require.GreaterOrEqual(t, lease.Fence(), tc.want, "the highest of two granted counters")
+				require.GreaterOrEqual(t, fenced, l.quorum)
+			} else {
+				require.Equal(t, tc.want, lease.Fence())
+				require.Zero(t, fenced)
+			}
+			require.NoError(t, lease.Release(context.Background()))
+		})
+	}
+}
+
+// TestEngineManyLeases: one request makes several leases in one round
+// trip per node, each with its own token, fence and renewal; a node that
+// refuses one refuses all, and the clean-up releases every lease where the
+// set was granted.
+func TestEngineManyLeases(t *testing.T) {
+	grantAll := []any{int64(1), "5", int64(0), "9", int64(0)}
+	nodes := newFakeNodes(3, replies(grantAll, grantAll, []any{int64(0), int64(500), int64(2)}))
+	l := fakeLocker(t, nodes, Config{})
+	leases, err := l.TryAcquireAll(context.Background(), "a", "b")
+	require.NoError(t, err)
+	require.Len(t, leases, 2)
+	require.Equal(t, []fencing.Token{5, 9}, []fencing.Token{leases[0].Fence(), leases[1].Fence()})
+	require.NotEqual(t, leases[0].Token(), leases[1].Token())
+	for _, n := range nodes {
+		n.await(t, "acquire_all") // the lease came at a majority
+		require.Len(t, n.scriptCalls("acquire_all"), 1, "one call per node for the set")
+	}
+	for _, ls := range leases {
+		require.NoError(t, ls.Release(context.Background()))
+	}
+
+	refuse := []any{int64(0), int64(500), int64(2)}
+	nodes = newFakeNodes(3, replies(grantAll, refuse, refuse))
+	l = fakeLocker(t, nodes, Config{})
+	_, err = l.TryAcquireAll(context.Background(), "a", "b")
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.Contains(t, err.Error(), `"b" is held`)
+	require.Len(t, nodes[0].scriptCalls("release"), 2, "both leases released where the set was granted")
+	require.Empty(t, nodes[1].scriptCalls("release"))
+}
+
+// recordedHooks records what a lease asks of its hooks.
+type recordedHooks struct {
+	noWait
+	args, heard, done, ends chan string
+}
+
+func newRecordedHooks() *recordedHooks {
+	return &recordedHooks{args: make(chan string, 16), heard: make(chan string, 16), done: make(chan string, 16), ends: make(chan string, 16)}
+}
+
+func (h *recordedHooks) granted(ls *Lease) { ls.hooks = h }
+
+func (h *recordedHooks) release(a releaseArgs) releasing {
+	a.place = "the waiting's own"
+	a.prepare()
+	return recordedRelease{h, a}
+}
+
+func (h *recordedHooks) ended(orphaned bool) {
+	h.ends <- map[bool]string{true: "orphaned", false: "released"}[orphaned]
+}
+
+type recordedRelease struct {
+	h *recordedHooks
+	a releaseArgs
+}
+
+func (r recordedRelease) args(_ context.Context, i int) releaseArgs {
+	r.h.args <- "args"
+	return r.a
+}
+func (r recordedRelease) heard(i int, rp released) { r.h.heard <- "heard" }
+func (r recordedRelease) done(time.Duration)       { r.h.done <- "done" }
+
+// TestEngineLeaseHooks: a lease's release makes each node's call through
+// the hooks its waiting gave it (which may add a place), tells them every
+// answer, and what follows a confirmed release and the lease's end; an
+// orphaned lease releases nothing and says so.
+func TestEngineLeaseHooks(t *testing.T) {
+	nodes := newFakeNodes(3, nil)
+	l := fakeLocker(t, nodes, Config{})
+	ctx := context.Background()
+	h := newRecordedHooks()
+	leases, _, err := l.attempt(ctx, l.mutexRequest("r", h), h)
+	require.NoError(t, err)
+	require.NoError(t, leases[0].Release(ctx))
+	require.Equal(t, "released", <-h.ends)
+	require.Equal(t, "done", <-h.done)
+	for range nodes {
+		require.Equal(t, "args", <-h.args)
+		require.Equal(t, "heard", <-h.heard)
+	}
+	for _, n := range nodes {
+		require.Equal(t, "the waiting's own", n.scriptCalls("release")[0].args[5])
+	}
+
+	leases, _, err = l.attempt(ctx, l.mutexRequest("o", h), h)
+	require.NoError(t, err)
+	leases[0].Orphan()
+	require.Equal(t, "orphaned", <-h.ends)
+	require.Empty(t, h.args, "an orphaned lease releases nothing")
+}
+
+// TestParseVote: the granting scripts' one reply family.
+func TestParseVote(t *testing.T) {
+	none := func([]any) (string, bool) { return "", true }
+	for name, tc := range map[string]struct {
+		reply any
+		k     int
+		want  vote
+		bad   bool
+	}{
+		"one new grant":            {reply: []any{int64(1), "5"}, k: 1, want: vote{ok: true, counters: []fencing.Token{5}}},
+		"one retried grant":        {reply: []any{int64(1), "5", int64(300)}, k: 1, want: vote{ok: true, counters: []fencing.Token{5}, left: 300 * time.Millisecond}},
+		"two grants":               {reply: []any{int64(1), "5", int64(0), "6", int64(200)}, k: 2, want: vote{ok: true, counters: []fencing.Token{5, 6}, left: 200 * time.Millisecond}},
+		"a refusal":                {reply: []any{int64(0), int64(700)}, k: 1, want: vote{holderTTL: 700 * time.Millisecond}},
+		"a refusal without expiry": {reply: []any{int64(0), int64(-1)}, k: 1, want: vote{holderTTL: -1}},
+		"too few grants":           {reply: []any{int64(1), "5", int64(0)}, k: 2, bad: true},
+		"a counter not canonical":  {reply: []any{int64(1), "05"}, k: 1, bad: true},
+		"a negative time left":     {reply: []any{int64(1), "5", int64(-3)}, k: 1, bad: true},
+		"an unknown flag":          {reply: []any{int64(7), "5"}, k: 1, bad: true},
+		"not an array":             {reply: int64(1), k: 1, bad: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v, err := parseVote(tc.reply, tc.k, "test", none)
+			if tc.bad {
+				require.ErrorIs(t, err, errBadReply)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, v)
+		})
+	}
+
+	v, err := parseRWGrant([]any{int64(0), int64(900), int64(3)})
+	require.NoError(t, err)
+	require.Equal(t, vote{holderTTL: 900 * time.Millisecond, reason: "3 readers hold it"}, v)
+	v, err = parseRWGrant([]any{int64(0), int64(900), int64(0), int64(1)})
+	require.NoError(t, err)
+	require.Equal(t, "a writer waits for it", v.reason)
+	_, err = parseRWGrant([]any{int64(0), int64(900), int64(0), int64(1), int64(1)})
+	require.ErrorIs(t, err, errBadReply)
+}
