@@ -16,8 +16,8 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # -vet=off: make vet has run the whole of go vet already.
 TEST_FLAGS := -race -count=1 -timeout 15m -vet=off
 # Go modules of their own in this repository (so the root go.mod stays free
-# of pgx and etcd): make test vets, tidies and tests them in test-checks.
-SUBMODULES := fencing/pgfence fencing/etcdfence examples/dispatch
+# of pgx, etcd and rueidis): make test vets, tidies and tests them in test-checks.
+SUBMODULES := fencing/pgfence fencing/etcdfence examples/dispatch rueidisnode
 HEAVY_PKGS := ./redlock/ ./internal/cli/
 test: vet tidy
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-chaos test-checks
