@@ -53,8 +53,3 @@ func (f *firstCall) get() time.Time {
 	return f.at
 }
 
-func (f *firstCall) reset() {
-	f.mu.Lock()
-	f.at = time.Time{}
-	f.mu.Unlock()
-}
