@@ -52,4 +52,3 @@ func (f *firstCall) get() time.Time {
 	defer f.mu.Unlock()
 	return f.at
 }
-
