@@ -26,6 +26,11 @@ func TestFirstAcquireOnFreshServersSaysWhyItWaits(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartRedis(t, 3, testutil.WithConfig("appendonly no"))
 	ctx := testutil.Context(t)
+	// testutil vouches for the servers it starts; this test is about their
+	// first use, with no marker yet (Safety v4, design §6.2).
+	for _, s := range c.Servers() {
+		require.NoError(t, s.Do(ctx, "DEL", testutil.DefaultMarker).Err())
+	}
 	nodes, err := redlock.Dial(ctx, c.URLs()...)
 	require.NoError(t, err)
 	defer nodes.Close()

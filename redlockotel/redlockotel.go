@@ -379,9 +379,7 @@ func (o *Observer) acquireEnd(ctx context.Context, e redlock.Event) {
 	o.acquire.Record(ctx, e.Latency.Seconds(), attrs)
 	if e.Err == nil {
 		o.wait.Record(ctx, e.Waited.Seconds(), attrs)
-		if e.Lock != redlock.LockSemaphore { // its slot's acquisition counted the lease
-			o.holders.Add(ctx, int64(e.Count), metric.WithAttributes(o.common...))
-		}
+		o.holders.Add(ctx, int64(e.Count), metric.WithAttributes(o.common...))
 		o.mu.Lock()
 		at, ok := o.released[e.Resource]
 		if ok && time.Since(at) <= e.Latency {
