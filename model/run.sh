@@ -146,7 +146,7 @@ start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -D
 # adversary model"): one node under an operator, with explicit time. The
 # Safety v4 rules hold against each set of actions; today's rules (main
 # before v4), each a mutant, are refuted; the gap-* runs are v4 as
-# TEAM.md states it, refuted: the gaps docs/model.md reports, with the
+# docs/design.md §6.2 states it, refuted: the gaps docs/model.md reports, with the
 # amendment that closes two of them (HIFLOOR: a new counter never starts
 # below a value the db issued) holding in the fix-* runs.
 A="adversary.pml"

@@ -20,7 +20,7 @@ import (
 	"strings"
 )
 
-// Node-side constants of Safety v4 (TEAM.md; counter.lua, trust.lua).
+// Node-side constants of Safety v4 (docs/design.md §6.2; counter.lua, trust.lua).
 const (
 	// StepUS is a new counter's granularity, in microseconds (C1).
 	StepUS = 1_000_000
