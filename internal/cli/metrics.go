@@ -2,31 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e6344662/go-redlock/internal/lockresult"
 	"github.com/e6344662/go-redlock/redlock"
-)
-
-// Results of an acquisition attempt, the values of the result label of
-// redlock_acquire_attempts_total.
-const (
-	attemptAcquired = "acquired"
-	attemptBusy     = "busy"
-	attemptNoQuorum = "no_quorum"
-	attemptError    = "error"
-)
-
-// Results of a release, the values of the result label of
-// redlock_releases_total.
-const (
-	releaseOK       = "released"
-	releaseNoQuorum = "no_quorum"
-	releaseError    = "error"
 )
 
 // acquireBuckets are the bounds, in seconds, of the acquire latency
@@ -101,12 +84,12 @@ func newMetrics(reg prometheus.Registerer, nodes int) (*metrics, error) {
 		Name: "redlock_acquire_attempts_total",
 		Help: "Acquisition attempts, by result: acquired, busy (held by another token), no_quorum (too many nodes failed), error (cut short or failed otherwise).",
 	}, []string{"result"})
-	m.attempts = children(attempts, attemptAcquired, attemptBusy, attemptNoQuorum, attemptError)
+	m.attempts = children(attempts, lockresult.AttemptAcquired, lockresult.AttemptBusy, lockresult.AttemptNoQuorum, lockresult.AttemptError)
 	releases := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redlock_releases_total",
 		Help: "Leases released, by result: released (by a majority), no_quorum, error.",
 	}, []string{"result"})
-	m.releases = children(releases, releaseOK, releaseNoQuorum, releaseError)
+	m.releases = children(releases, lockresult.ReleaseOK, lockresult.ReleaseNoQuorum, lockresult.ReleaseError)
 	m.wait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "redlock_acquire_wait_duration_seconds",
 		Help:    "Time an acquisition waited before the lock was its (to the attempt that won, or the hand-over).",
@@ -163,7 +146,7 @@ func children(vec *prometheus.CounterVec, values ...string) map[string]prometheu
 func (m *metrics) Observe(e redlock.Event) {
 	switch e.Kind {
 	case redlock.EventAttempt:
-		m.attempts[attemptResult(e.Err)].Inc()
+		m.attempts[lockresult.Attempt(e.Err)].Inc()
 		m.grants.Observe(float64(e.Granted))
 	case redlock.EventAcquired:
 		m.acquireDuration.Observe(e.Latency.Seconds())
@@ -172,7 +155,7 @@ func (m *metrics) Observe(e redlock.Event) {
 	case redlock.EventLost:
 		m.leasesLost.Inc()
 	case redlock.EventReleased:
-		m.releases[releaseOutcome(e.Err)].Inc()
+		m.releases[lockresult.Release(e.Err)].Inc()
 	case redlock.EventNodeError:
 		m.nodeErrors.WithLabelValues(e.Node, e.Op).Inc()
 	}
@@ -224,7 +207,7 @@ func (m *metrics) ObserveContext(ctx context.Context, e redlock.Event) context.C
 		}
 		m.node.WithLabelValues(host, port, e.Op, string(e.Vote)).Observe(e.Latency.Seconds())
 	case redlock.EventLeaseEnd:
-		m.hold.WithLabelValues(leaseEnd(e.Err)).Observe(e.Held.Seconds())
+		m.hold.WithLabelValues(lockresult.LeaseEnd(e.Err)).Observe(e.Held.Seconds())
 		m.holders.Dec()
 	case redlock.EventRenewEnd:
 		if e.Err == nil {
@@ -236,41 +219,4 @@ func (m *metrics) ObserveContext(ctx context.Context, e redlock.Event) context.C
 		m.Observe(e)
 	}
 	return ctx
-}
-
-// leaseEnd names how a lease ended, as redlockotel does.
-func leaseEnd(cause error) string {
-	switch {
-	case errors.Is(cause, redlock.ErrLeaseReleased):
-		return "released"
-	case errors.Is(cause, redlock.ErrLeaseLost):
-		return "lost"
-	case errors.Is(cause, redlock.ErrLeaseOrphaned):
-		return "orphaned"
-	}
-	return "_OTHER"
-}
-
-// attemptResult classifies the outcome of one acquisition attempt.
-func attemptResult(err error) string {
-	switch {
-	case err == nil:
-		return attemptAcquired
-	case errors.Is(err, redlock.ErrNotAcquired):
-		return attemptBusy
-	case errors.Is(err, redlock.ErrNoQuorum):
-		return attemptNoQuorum
-	}
-	return attemptError
-}
-
-// releaseOutcome classifies the outcome of a release.
-func releaseOutcome(err error) string {
-	switch {
-	case err == nil:
-		return releaseOK
-	case errors.Is(err, redlock.ErrNoQuorum):
-		return releaseNoQuorum
-	}
-	return releaseError
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/e6344662/go-redlock/internal/lockresult"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -224,7 +225,7 @@ func TestAttemptResult(t *testing.T) {
 		{redlock.ErrClosed, "error"},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.want, attemptResult(tt.err), "%v", tt.err)
+		require.Equal(t, tt.want, lockresult.Attempt(tt.err), "%v", tt.err)
 	}
 }
 

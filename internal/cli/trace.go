@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/e6344662/go-redlock/internal/lockresult"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -324,7 +324,7 @@ func (t *tracer) ObserveContext(ctx context.Context, e redlock.Event) context.Co
 	case redlock.EventRenewFailing:
 		if s := spanOf(ctx, redlock.EventRenewStart); s != nil {
 			s.addEvent("redlock.renew.failing", map[string]any{"redlock.lease.valid_for": e.Left.Seconds(), "redlock.votes.granted": e.Granted,
-				"redlock.nodes": e.Total, "error.type": errorType(e.Err)})
+				"redlock.nodes": e.Total, "error.type": lockresult.ErrorType(e.Err)})
 		}
 	case redlock.EventRejoinWait:
 		if s := spanOf(ctx, redlock.EventAcquireStart); s != nil {
@@ -370,7 +370,7 @@ func (t *tracer) end(ctx context.Context, kind redlock.EventKind, err error, fil
 	s.end = time.Now()
 	fill(s)
 	if err != nil {
-		s.errType, s.errMsg = errorType(err), err.Error()
+		s.errType, s.errMsg = lockresult.ErrorType(err), err.Error()
 		s.attrs["error.type"] = s.errType
 		if kind == redlock.EventAcquireStart {
 			s.attrs["redlock.outcome"] = s.errType
@@ -392,39 +392,6 @@ func randomID(b []byte) {
 			}
 		}
 	}
-}
-
-// errorType is redlockotel.ErrorType: the typed reason of an error.
-func errorType(err error) string {
-	for _, c := range []struct {
-		err  error
-		name string
-	}{
-		{context.DeadlineExceeded, "deadline_exceeded"},
-		{context.Canceled, "canceled"},
-		{redlock.ErrRejoining, "rejoining"},
-		{redlock.ErrNotAcquired, "not_acquired"},
-		{redlock.ErrNoQuorum, "no_quorum"},
-		{redlock.ErrLeaseLost, "lease_lost"},
-		{redlock.ErrLeaseReleased, "lease_released"},
-		{redlock.ErrLeaseOrphaned, "lease_orphaned"},
-		{redlock.ErrNotHeld, "not_held"},
-		{redlock.ErrClosed, "closed"},
-		{redlock.ErrInvalidResource, "invalid_resource"},
-		{redlock.ErrReadOnly, "read_only"},
-		{redlock.ErrNodeFull, "node_full"},
-		{redlock.ErrFenceExhausted, "fence_exhausted"},
-		{redlock.ErrWrongType, "wrong_type"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.name
-		}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return "timeout"
-	}
-	return "_OTHER"
 }
 
 // spanExporter takes ended spans.
