@@ -14,7 +14,6 @@ package redlockotel
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/e6344662/go-redlock/internal/lockresult"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -280,7 +280,7 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 		}
 		return o.start(ctx, e.Kind, SpanAttempt, trace.SpanKindInternal, attrs, parent)
 	case redlock.EventAttempt:
-		o.attempts.Add(ctx, 1, metric.WithAttributes(o.attrs(AttrResult.String(attemptResult(e.Err)))...))
+		o.attempts.Add(ctx, 1, metric.WithAttributes(o.attrs(AttrResult.String(lockresult.Attempt(e.Err)))...))
 		o.grants.Record(ctx, int64(e.Granted), metric.WithAttributes(o.common...))
 		if s := ending(ctx, redlock.EventAttemptStart); s != nil {
 			s.span.SetAttributes(AttrGranted.Int(int(s.granted.Load())), AttrRefused.Int(int(s.refused.Load())), AttrFailed.Int(int(s.fails.Load())))
@@ -292,15 +292,16 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 	case redlock.EventNodeCall:
 		o.nodeCall(ctx, e)
 	case redlock.EventReleaseStart:
+		// The hand-off counts from the release's start: a waiter handed the
+		// lock by the release script can report its acquisition before the
+		// releasing call has its own reply (and its end event).
+		o.markReleased(e.Resource, releaseBegins)
 		return o.start(ctx, e.Kind, SpanRelease, trace.SpanKindInternal, []attribute.KeyValue{AttrResource.String(e.Resource)}, nil)
 	case redlock.EventReleaseEnd:
-		if e.Err == nil {
-			o.mu.Lock()
-			if len(o.released) >= maxReleased {
-				clear(o.released)
-			}
-			o.released[e.Resource] = time.Now()
-			o.mu.Unlock()
+		if e.Err != nil {
+			o.markReleased(e.Resource, releaseFailed)
+		} else {
+			o.markReleased(e.Resource, releaseEnded)
 		}
 		if s := ending(ctx, redlock.EventReleaseStart); s != nil {
 			s.span.SetAttributes(AttrFence.Int64(int64(e.Fence)), AttrHeld.Float64(e.Held.Seconds()))
@@ -311,7 +312,7 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 	case redlock.EventRenewed:
 		o.renewals.Add(ctx, 1, metric.WithAttributes(o.common...))
 	case redlock.EventReleased:
-		o.releases.Add(ctx, 1, metric.WithAttributes(o.attrs(AttrResult.String(releaseResult(e.Err)))...))
+		o.releases.Add(ctx, 1, metric.WithAttributes(o.attrs(AttrResult.String(lockresult.Release(e.Err)))...))
 	case redlock.EventRenewEnd:
 		if e.Err == nil {
 			o.slack.Record(ctx, e.Left.Seconds(), metric.WithAttributes(o.attrs(AttrResource.String(e.Resource))...))
@@ -338,7 +339,7 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 			s.span.AddEvent(EventLeaseLost, trace.WithAttributes(AttrReason.String(cause)))
 		}
 	case redlock.EventLeaseEnd:
-		end := leaseEnd(e.Err)
+		end := lockresult.LeaseEnd(e.Err)
 		o.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(o.attrs(AttrLeaseEndedBy.String(end))...))
 		o.holders.Add(ctx, -1, metric.WithAttributes(o.common...))
 	case redlock.EventRejoinWait:
@@ -347,6 +348,31 @@ func (o *Observer) ObserveContext(ctx context.Context, e redlock.Event) context.
 		}
 	}
 	return ctx
+}
+
+// Ways markReleased records a release, for the next holder's hand-off time.
+const (
+	releaseBegins = iota // a release starts: its time replaces any earlier one
+	releaseEnded         // a release succeeded: its time if none is recorded
+	releaseFailed        // a release failed: forget it
+)
+
+// markReleased records resource's release as how says.
+func (o *Observer) markReleased(resource string, how int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.released[resource]
+	switch {
+	case how == releaseFailed:
+		delete(o.released, resource)
+		return
+	case how == releaseEnded && ok:
+		return
+	}
+	if len(o.released) >= maxReleased {
+		clear(o.released)
+	}
+	o.released[resource] = time.Now()
 }
 
 // start begins a span for an operation and returns its context.
@@ -486,75 +512,9 @@ func (o *Observer) attrs(more ...attribute.KeyValue) []attribute.KeyValue {
 // ErrorType is the error.type of a Locker's error: the typed reason, as a
 // short snake_case name of its sentinel (rejoining, not_acquired,
 // no_quorum, lease_lost, not_held, ...), "canceled" or "deadline_exceeded"
-// for a context that ended, "_OTHER" otherwise.
-func ErrorType(err error) string {
-	for _, c := range []struct {
-		err  error
-		name string
-	}{
-		{context.DeadlineExceeded, "deadline_exceeded"},
-		{context.Canceled, "canceled"},
-		{redlock.ErrRejoining, "rejoining"},
-		{redlock.ErrNotAcquired, "not_acquired"},
-		{redlock.ErrNoQuorum, "no_quorum"},
-		{redlock.ErrLeaseLost, "lease_lost"},
-		{redlock.ErrLeaseReleased, "lease_released"},
-		{redlock.ErrLeaseOrphaned, "lease_orphaned"},
-		{redlock.ErrNotHeld, "not_held"},
-		{redlock.ErrClosed, "closed"},
-		{redlock.ErrInvalidResource, "invalid_resource"},
-		{redlock.ErrReadOnly, "read_only"},
-		{redlock.ErrNodeFull, "node_full"},
-		{redlock.ErrFenceExhausted, "fence_exhausted"},
-		{redlock.ErrWrongType, "wrong_type"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.name
-		}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return "timeout"
-	}
-	return "_OTHER"
-}
-
-// attemptResult classifies an attempt as redlock-cli does.
-func attemptResult(err error) string {
-	switch {
-	case err == nil:
-		return "acquired"
-	case errors.Is(err, redlock.ErrNotAcquired):
-		return "busy"
-	case errors.Is(err, redlock.ErrNoQuorum):
-		return "no_quorum"
-	}
-	return "error"
-}
-
-// releaseResult classifies a release as redlock-cli does.
-func releaseResult(err error) string {
-	switch {
-	case err == nil:
-		return "released"
-	case errors.Is(err, redlock.ErrNoQuorum):
-		return "no_quorum"
-	}
-	return "error"
-}
-
-// leaseEnd names how a lease ended.
-func leaseEnd(cause error) string {
-	switch {
-	case errors.Is(cause, redlock.ErrLeaseReleased):
-		return "released"
-	case errors.Is(cause, redlock.ErrLeaseLost):
-		return "lost"
-	case errors.Is(cause, redlock.ErrLeaseOrphaned):
-		return "orphaned"
-	}
-	return "_OTHER"
-}
+// for a context that ended, "_OTHER" otherwise. The CLI's traces use the
+// same names.
+func ErrorType(err error) string { return lockresult.ErrorType(err) }
 
 // ServerAttributes returns the attributes server.address and server.port
 // of a node's address (host:port), never a password: a Node's Addr has

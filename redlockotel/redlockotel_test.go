@@ -182,7 +182,26 @@ func TestContendedAcquireSpanTree(t *testing.T) {
 	attempts, _ := attr(acquire, redlockotel.AttrAttempts)
 	require.True(t, handOver.AsBool() || attempts.AsInt64() >= 2, "neither a hand-over nor a second attempt")
 
-	// Its attempts, and their node calls with votes.
+	// Its attempts, and their node calls with votes. An attempt ends at its
+	// majority; the call to the last node may end (and its span with it)
+	// a little later, so wait for every node span before counting.
+	require.Eventually(t, func() bool {
+		for _, a := range tel.ended(redlockotel.SpanAttempt) {
+			if a.Parent().SpanID() != acquire.SpanContext().SpanID() {
+				continue
+			}
+			nodes := 0
+			for _, n := range tel.ended(redlockotel.SpanNodePrefix + "acquire") {
+				if n.Parent().SpanID() == a.SpanContext().SpanID() {
+					nodes++
+				}
+			}
+			if nodes < 3 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "every node call of the acquisition ended")
 	var refused, granted int
 	children := 0
 	for _, a := range tel.ended(redlockotel.SpanAttempt) {
