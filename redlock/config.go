@@ -173,43 +173,85 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// withTimingDefaults fills in and validates the timing parameters.
+// withTimingDefaults fills in and validates the timing parameters, one
+// step per parameter in this order: each default may depend on the
+// parameters before it (the call timeout on the lease, the queue's TTL on
+// both).
 func (c Config) withTimingDefaults() (Config, error) {
+	for _, step := range []func(*Config) error{
+		(*Config).leaseDefaults,
+		(*Config).driftDefaults,
+		(*Config).callTimeoutDefaults,
+		(*Config).rejoinDefaults,
+		(*Config).queueDefaults,
+	} {
+		if err := step(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// leaseDefaults fills in and checks LeaseDuration.
+func (c *Config) leaseDefaults() error {
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
 	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration {
-		return c, fmt.Errorf("%w: LeaseDuration %s is outside [%s, %s]", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
+		return fmt.Errorf("%w: LeaseDuration %s is outside [%s, %s]", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
 	}
+	return nil
+}
+
+// driftDefaults fills in and checks ClockDriftFactor, and that the lease
+// keeps some validity after the drift allowance.
+func (c *Config) driftDefaults() error {
 	if c.ClockDriftFactor == 0 {
 		c.ClockDriftFactor = DefaultClockDriftFactor
 	}
 	if !(c.ClockDriftFactor > 0 && c.ClockDriftFactor < 1) { // also rejects NaN
-		return c, fmt.Errorf("%w: ClockDriftFactor %v is outside (0, 1)", ErrInvalidConfig, c.ClockDriftFactor)
+		return fmt.Errorf("%w: ClockDriftFactor %v is outside (0, 1)", ErrInvalidConfig, c.ClockDriftFactor)
 	}
 	if c.validity() <= 0 {
-		return c, fmt.Errorf("%w: LeaseDuration %s leaves no validity after the drift allowance %s", ErrInvalidConfig, c.LeaseDuration, c.drift())
+		return fmt.Errorf("%w: LeaseDuration %s leaves no validity after the drift allowance %s", ErrInvalidConfig, c.LeaseDuration, c.drift())
 	}
+	return nil
+}
+
+// callTimeoutDefaults fills in and checks NodeCallTimeout: a call must
+// end within the lease's validity.
+func (c *Config) callTimeoutDefaults() error {
 	if c.NodeCallTimeout == 0 {
 		c.NodeCallTimeout = min(DefaultMaxNodeCallTimeout, c.LeaseDuration/3)
 	}
 	if c.NodeCallTimeout < MinNodeCallTimeout {
-		return c, fmt.Errorf("%w: NodeCallTimeout %s is below the minimum %s", ErrInvalidConfig, c.NodeCallTimeout, MinNodeCallTimeout)
+		return fmt.Errorf("%w: NodeCallTimeout %s is below the minimum %s", ErrInvalidConfig, c.NodeCallTimeout, MinNodeCallTimeout)
 	}
 	if c.NodeCallTimeout >= c.validity() {
-		return c, fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
+		return fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
 	}
+	return nil
+}
+
+// rejoinDefaults fills in and checks RejoinDelay.
+func (c *Config) rejoinDefaults() error {
 	if c.RejoinDelay == 0 {
 		c.RejoinDelay = c.LeaseDuration
 	}
 	if c.RejoinDelay > MaxLeaseDuration {
-		return c, fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, MaxLeaseDuration)
+		return fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, MaxLeaseDuration)
 	}
+	return nil
+}
+
+// queueDefaults fills in and checks QueueTTL: a place must outlive a
+// renewal's call (negative turns the queue off).
+func (c *Config) queueDefaults() error {
 	if c.QueueTTL == 0 {
 		c.QueueTTL = max(c.LeaseDuration, 2*c.NodeCallTimeout)
 	}
 	if c.QueueTTL > MaxLeaseDuration || (c.QueueTTL > 0 && c.QueueTTL < 2*c.NodeCallTimeout) {
-		return c, fmt.Errorf("%w: QueueTTL %s is outside [2 x NodeCallTimeout = %s, %s] (negative turns the queue off)", ErrInvalidConfig, c.QueueTTL, 2*c.NodeCallTimeout, MaxLeaseDuration)
+		return fmt.Errorf("%w: QueueTTL %s is outside [2 x NodeCallTimeout = %s, %s] (negative turns the queue off)", ErrInvalidConfig, c.QueueTTL, 2*c.NodeCallTimeout, MaxLeaseDuration)
 	}
-	return c, nil
+	return nil
 }
