@@ -105,7 +105,7 @@ func (l *Locker) requestAll(resources []string, strict bool) request {
 	}
 	groups := slotGroups(leases)
 	what := allName(resources)
-	return request{resource: what, name: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
+	return request{resource: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
 		return l.acquireAllOn(ctx, i, leases, groups)
 	}}
 }

@@ -214,7 +214,7 @@ func (rw *RWLock) readRequest() request {
 // granting scripts (eval), on each node under the rejoin rule.
 func (rw *RWLock) request(ls *Lease, eval func(ctx context.Context, i int, g grantGate) (any, error)) request {
 	l := rw.l
-	return request{resource: rw.resource, name: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
+	return request{resource: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
 		return grantOn(l, ctx, i, func(gate grantGate) (vote, bool, error) {
 			reply, err := eval(ctx, i, gate)
 			if err != nil {

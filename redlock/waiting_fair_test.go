@@ -51,7 +51,7 @@ func answer(t *testing.T, l *Locker, fw *fairWait, answers map[int]grant) (*outc
 		if g.OK {
 			v.counters = []fencing.Token{g.Counter}
 		}
-		read(i, g, &v)
+		v = read(i, g, v)
 		replies[i] = reply[vote]{val: v}
 	}
 	o := failedAttempt(l, time.Now(), replies)
@@ -137,7 +137,7 @@ func TestWaitingFairStaleAnnouncement(t *testing.T) {
 	_, read := fw.queue()
 	l.hub.handOver(fw.key, 0, fw.p.id, 9)
 	v := vote{holderTTL: time.Minute}
-	read(0, busy, &v)
+	v = read(0, busy, v)
 	o := failedAttempt(l, time.Now(), map[int]reply[vote]{0: {val: v}})
 	fw.failed(context.Background(), o, newToken())
 	h, counters := l.handed(fw.p, fw.w)
