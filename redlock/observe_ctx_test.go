@@ -31,12 +31,19 @@ type spanEvent struct {
 	e          redlock.Event
 }
 
+// startKinds are the kinds that begin an operation: a ContextObserver's
+// context returned for one of them is the operation's.
+var startKinds = map[redlock.EventKind]bool{
+	redlock.EventAcquireStart: true, redlock.EventAttemptStart: true, redlock.EventNodeCallStart: true,
+	redlock.EventReleaseStart: true, redlock.EventRenewStart: true,
+}
+
 func (r *spanRecorder) Observe(redlock.Event) { panic("Observe called on a ContextObserver") }
 
 func (r *spanRecorder) ObserveContext(ctx context.Context, e redlock.Event) context.Context {
 	parent, _ := ctx.Value(spanKey{}).(int64)
 	ev := spanEvent{kind: e.Kind, span: parent, e: e}
-	if e.Kind.Starts() {
+	if startKinds[e.Kind] {
 		ev.made = r.next.Add(1)
 		ctx = context.WithValue(ctx, spanKey{}, ev.made)
 	}

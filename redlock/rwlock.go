@@ -57,16 +57,6 @@ func (l *Locker) NewRWLock(resource string) (*RWLock, error) {
 	return &RWLock{l: l, resource: resource, keys: lockKeys(w), readers: w + ":readers", intent: w + ":intent", prefix: w + readerInfix}, nil
 }
 
-// Resource returns the name of the locked resource.
-func (rw *RWLock) Resource() string { return rw.resource }
-
-// Shared reports whether the lease is a read-write lock's shared (reader)
-// lease.
-func (ls *Lease) Shared() bool {
-	k := ls.key
-	return len(k) > 32+len(readerInfix) && k[len(k)-32-len(readerInfix):len(k)-32] == readerInfix
-}
-
 // newKeyedLease is newLease for a lease whose keys are not the mutex's
 // (lockKeys(Key(resource))): a read-write lock's writer or reader.
 func newKeyedLease(l *Locker, resource string, keys []string, token string) *Lease {
