@@ -205,7 +205,8 @@ func TestAWaitingWriterHoldsNewReadersBack(t *testing.T) {
 // TestAReaderWaitsForTheWritersRelease: AcquireShared waits while a writer
 // holds the lock and is woken by its release (its backoff is an hour).
 func TestAReaderWaitsForTheWritersRelease(t *testing.T) {
-	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
 	rw := newRW(t, l)
 	ctx := testutil.Context(t)
 	w, err := rw.TryAcquire(ctx)
@@ -218,7 +219,7 @@ func TestAReaderWaitsForTheWritersRelease(t *testing.T) {
 		}
 		got <- r
 	}()
-	time.Sleep(100 * time.Millisecond) // let it wait; not a timing assertion
+	subscribed(t, c, l.Key("doc")+":rw", 1) // the reader waits for the announcement
 	require.NoError(t, w.Release(ctx))
 	r := <-got
 	require.NotNil(t, r)
@@ -231,9 +232,10 @@ func TestAReaderWaitsForTheWritersRelease(t *testing.T) {
 // lock's channel: not by its backoff (an hour), the reader's TTL (30 s),
 // nor its intent's renewal (every QueueTTL/3, 10 s).
 func TestAWriterWaitsForTheReadersRelease(t *testing.T) {
-	nodes := testutil.NewMiniCluster(t, 3).Nodes()
+	c := testutil.NewMiniCluster(t, 3)
 	cfg := slowPolling(redlock.Config{LeaseDuration: 30 * time.Second})
-	readers, writers := newRW(t, newLocker(t, nodes, cfg)), newRW(t, newLocker(t, nodes, cfg))
+	rl := newLocker(t, c.Nodes(), cfg)
+	readers, writers := newRW(t, rl), newRW(t, newLocker(t, c.Nodes(), cfg))
 	ctx := testutil.Context(t)
 	r, err := readers.TryAcquireShared(ctx)
 	require.NoError(t, err)
@@ -249,7 +251,7 @@ func TestAWriterWaitsForTheReadersRelease(t *testing.T) {
 		st, err := readers.Inspect(ctx)
 		return err == nil && st.WritersWaiting > 0
 	}, 10*time.Second, 5*time.Millisecond, "the writer never waited")
-	time.Sleep(100 * time.Millisecond) // let its subscription reach the nodes; not a timing assertion
+	subscribed(t, c, rl.Key("doc")+":rw", 1) // the writer hears the release
 	require.NoError(t, r.Release(ctx))
 	select {
 	case w := <-got:
