@@ -44,7 +44,7 @@ const (
 type Config struct {
 	// LeaseDuration is the TTL set on the nodes at every acquisition and
 	// renewal. Defaults to DefaultLeaseDuration; must be at least
-	// MinLeaseDuration.
+	// MinLeaseDuration and at most 24h.
 	LeaseDuration time.Duration
 	// ClockDriftFactor is the fraction of LeaseDuration held back for the
 	// difference in clock rates between this process and the nodes: a lease
