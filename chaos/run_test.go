@@ -26,6 +26,7 @@ import (
 	"github.com/e6344662/go-redlock/chaos"
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -599,7 +600,7 @@ func (e *env) client(ctx context.Context, id int, rng, srng *rand.Rand, staller 
 			return
 		}
 		defer func() { _ = n.Close() }() // after the Locker's Close below
-		nodes = append(nodes, &gatedNode{RedisNode: n, g: g})
+		nodes = append(nodes, &gatedNode{Node: n, g: g})
 	}
 	ttl := e.leases[id]
 	locker, err := redlock.New(nodes, redlock.Config{
@@ -789,18 +790,18 @@ func (e *env) nodeClient(id, j int) *redis.Client {
 // client, or for a Sentinel group a node dialled from its URL (which
 // follows the group's primary, and whose subscription follows it too),
 // with the same short timeouts.
-func (e *env) lockNode(id, j int) (*redlock.RedisNode, error) {
+func (e *env) lockNode(id, j int) (*redisnode.Node, error) {
 	if e.groups == nil || e.groups[j] == nil {
-		return redlock.NewRedisNode(e.nodeClient(id, j)), nil
+		return redisnode.New(e.nodeClient(id, j)), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	t := nodeTimeout.String()
-	ns, err := redlock.Dial(ctx, e.groups[j].URL()+"&dial_timeout="+t+"&read_timeout="+t+"&write_timeout="+t+"&pool_timeout="+t)
+	ns, err := redisnode.Dial(ctx, e.groups[j].URL()+"&dial_timeout="+t+"&read_timeout="+t+"&write_timeout="+t+"&pool_timeout="+t)
 	if err != nil {
 		return nil, err
 	}
-	return ns[0].(*redlock.RedisNode), nil
+	return ns[0].(*redisnode.Node), nil
 }
 
 // read reads the register and records the read; it reports the value and
@@ -907,10 +908,10 @@ func (g *gate) wait(ctx context.Context) error {
 	}
 }
 
-// gatedNode is a RedisNode whose script calls pass through a gate. It
+// gatedNode is a redisnode.Node whose script calls pass through a gate. It
 // keeps the node's release announcements and uptime (Node).
 type gatedNode struct {
-	*redlock.RedisNode
+	*redisnode.Node
 	g *gate
 }
 
@@ -918,5 +919,5 @@ func (n *gatedNode) Eval(ctx context.Context, s *scripts.Script, keys []string, 
 	if err := n.g.wait(ctx); err != nil {
 		return nil, err
 	}
-	return n.RedisNode.Eval(ctx, s, keys, args...)
+	return n.Node.Eval(ctx, s, keys, args...)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -31,7 +32,7 @@ func newElectionProcess(t *testing.T, c *testutil.MiniCluster, role, owner strin
 	for i := range nodes {
 		cl := c.Client(i)
 		cl.AddHook(g)
-		nodes[i] = redlock.NewRedisNode(cl)
+		nodes[i] = redisnode.New(cl)
 	}
 	cfg.Owner = owner
 	l := newLocker(t, nodes, cfg)

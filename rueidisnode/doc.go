@@ -1,6 +1,6 @@
 // Package rueidisnode is a redlock.Node over rueidis
 // (github.com/redis/rueidis), an alternative transport to redlock's own
-// RedisNode (go-redis), in a module of its own so that the library does not
+// redisnode.Node (go-redis), in a module of its own so that the library does not
 // depend on rueidis.
 //
 // Its gain is pipelining: rueidis writes the commands of all the goroutines
@@ -17,7 +17,7 @@
 //
 // A Node speaks to one standalone server (redis://, rediss:// or unix://
 // URLs, rueidis's syntax: rueidis.ParseURL); for a Redis Cluster or a
-// Sentinel group, use redlock.Dial. It implements the Node contract
+// Sentinel group, use redisnode.Dial. It implements the Node contract
 // exactly (redlock.Node's doc comment): Eval runs EVALSHA with the
 // script's hash and EVAL with its source when the server answers NOSCRIPT;
 // replies come back as int64, string, []any and nil, and a server's error

@@ -48,10 +48,10 @@ func Dial(url string) (*Node, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidURL, err)
 	}
 	if len(opt.InitAddress) != 1 {
-		return nil, fmt.Errorf("%w: a node is one standalone server (got %d addresses); use redlock.Dial for a Cluster or Sentinel", ErrInvalidURL, len(opt.InitAddress))
+		return nil, fmt.Errorf("%w: a node is one standalone server (got %d addresses); use redisnode.Dial for a Cluster or Sentinel", ErrInvalidURL, len(opt.InitAddress))
 	}
 	if opt.Sentinel.MasterSet != "" {
-		return nil, fmt.Errorf("%w: a Sentinel group (master_set) is not supported; use redlock.Dial", ErrInvalidURL)
+		return nil, fmt.Errorf("%w: a Sentinel group (master_set) is not supported; use redisnode.Dial", ErrInvalidURL)
 	}
 	return New(opt)
 }

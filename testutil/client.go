@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 const (
@@ -85,4 +86,4 @@ func (s *clientSet[C]) all() []C {
 }
 
 // newNode wraps c in a redlock node.
-func newNode(c *redis.Client) redlock.Node { return redlock.NewRedisNode(c) }
+func newNode(c *redis.Client) redlock.Node { return redisnode.New(c) }

@@ -124,7 +124,7 @@ func (c *MiniCluster) Addrs() []string {
 }
 
 // URLs returns a redis:// URL for every node, in node order, as accepted by
-// redlock.Dial and the CLI.
+// redisnode.Dial and the CLI.
 func (c *MiniCluster) URLs() []string {
 	urls := make([]string, len(c.servers))
 	for i, s := range c.servers {

@@ -564,7 +564,7 @@ func (s *RedisServer) Addr() string { return s.addr }
 func (s *RedisServer) Port() int { return s.port }
 
 // URL returns the server's redis:// URL (rediss:// with WithTLS), with the
-// password if one was set with WithPassword, as accepted by redlock.Dial and
+// password if one was set with WithPassword, as accepted by redisnode.Dial and
 // the CLI.
 func (s *RedisServer) URL() string {
 	u := url.URL{Scheme: "redis", Host: s.addr}

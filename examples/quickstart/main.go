@@ -20,6 +20,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 func main() {
@@ -34,7 +35,7 @@ func run() error {
 	redis.SetLogger(quiet{}) // node 3 is killed on purpose below
 
 	// Three independent lock nodes. In production these are three Redis
-	// servers on separate machines: redlock.Dial(ctx, "redis://a:6379", ...).
+	// servers on separate machines: redisnode.Dial(ctx, "redis://a:6379", ...).
 	var urls []string
 	var servers []*miniredis.Miniredis
 	for range 3 {
@@ -46,7 +47,7 @@ func run() error {
 		servers = append(servers, s)
 		urls = append(urls, "redis://"+s.Addr())
 	}
-	nodes, err := redlock.Dial(ctx, urls...)
+	nodes, err := redisnode.Dial(ctx, urls...)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // startServers starts the lock nodes and the resource server.
@@ -77,7 +78,7 @@ type demoWorker struct {
 func (d *demo) newWorker(name string) (*demoWorker, error) {
 	nodes := make([]redlock.Node, len(d.nodes))
 	for i, addr := range d.addrs {
-		nodes[i] = redlock.NewRedisNode(d.client(addr))
+		nodes[i] = redisnode.New(d.client(addr))
 	}
 	l, err := redlock.New(nodes, redlock.Config{
 		LeaseDuration:   demoLease,

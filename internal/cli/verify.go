@@ -17,6 +17,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // verify's defaults and limits.
@@ -174,7 +175,7 @@ type verifier struct {
 // verifyLockers, when set (by tests), makes the Lockers of verify's
 // clients over the session's nodes instead of one Locker per client over
 // all of them: a test makes a broken deployment with it.
-type verifyLockersFunc func(nodes redlock.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error)
+type verifyLockersFunc func(nodes redisnode.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error)
 
 // verifyRegister is the fenced register: fencing.Store on a node, or
 // memRegister.
@@ -246,7 +247,7 @@ func (v *verifier) connect(ctx context.Context) error {
 	if v.o.reg == registerMemory {
 		v.register = newMemRegister()
 	} else {
-		rn, ok := s.nodes[0].(*redlock.RedisNode)
+		rn, ok := s.nodes[0].(*redisnode.Node)
 		if !ok {
 			return usageErrorf("--register node needs a Redis node first in --nodes")
 		}

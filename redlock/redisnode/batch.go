@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/e6344662/go-redlock/scripts"
 )
 
-// A RedisNode's transport batches concurrent script calls: many goroutines
+// A Node's transport batches concurrent script calls: many goroutines
 // acquiring, renewing and releasing at once share a round trip to the node
 // (one pipeline: one write and one read on one connection) instead of
 // paying one each. It is adaptive, so that a lone caller pays nothing: a

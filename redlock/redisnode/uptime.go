@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/redlock"
 )
 
-// upState is what a RedisNode learned of its server's data: since when it
+// upState is what a Node learned of its server's data: since when it
 // has held it (on this process's monotonic clock) and whether it survives a
 // restart.
 type upState struct {
@@ -51,7 +53,7 @@ type upState struct {
 // cover while a lease is live: docs/design.md §6.2).
 const relearnAfter = 5 * time.Second
 
-// rejoinState is a RedisNode's knowledge of its server's uptime.
+// rejoinState is a Node's knowledge of its server's uptime.
 type rejoinState struct {
 	dials atomic.Uint64
 	stale atomic.Bool
@@ -79,7 +81,7 @@ func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 // watchDials makes the node count the connections its client opens.
-func (n *RedisNode) watchDials() {
+func (n *Node) watchDials() {
 	h := dialHook{&n.rejoin.dials}
 	switch c := n.client.(type) {
 	case *redis.Client:
@@ -99,30 +101,30 @@ func (r *rejoinState) fresh() (upState, bool) {
 	return *st, true
 }
 
-// Uptime implements Node: INFO server (on every primary of a cluster) and
+// Uptime implements redlock.Node: INFO server (on every primary of a cluster) and
 // CONFIG GET append* and maxmemory*, learned once and again after the node
 // opened a connection, a call failed, or relearnAfter passed. A server
 // that does not implement INFO server (a stand-in) reports a zero Since;
 // an ACL that refuses INFO is an error, and so is a server with a
-// maxmemory and a maxmemory-policy allkeys-* (ErrEvictsLocks). The
+// maxmemory and a maxmemory-policy allkeys-* (redlock.ErrEvictsLocks). The
 // data-loss rule itself runs in the scripts (scripts/trust.lua); the rest
 // is for diagnostics and the marker's sharding.
-func (n *RedisNode) Uptime(ctx context.Context) (Uptime, error) {
+func (n *Node) Uptime(ctx context.Context) (redlock.Uptime, error) {
 	st := n.upState(ctx)
 	if st.allKeys != "" {
-		return Uptime{}, fmt.Errorf("%w: %s", ErrEvictsLocks, st.allKeys)
+		return redlock.Uptime{}, fmt.Errorf("%w: %s", redlock.ErrEvictsLocks, st.allKeys)
 	}
 	if !st.checked {
-		return Uptime{Conns: st.dials}, nil
+		return redlock.Uptime{Conns: st.dials}, nil
 	}
 	if st.err != nil {
-		return Uptime{}, st.err
+		return redlock.Uptime{}, st.err
 	}
-	return Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials,
+	return redlock.Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials,
 		Servers: st.servers, Sharded: st.sharded, MayEvict: st.mayEvict}, nil
 }
 
-func (n *RedisNode) upState(ctx context.Context) upState {
+func (n *Node) upState(ctx context.Context) upState {
 	r := &n.rejoin
 	if st, ok := r.fresh(); ok {
 		return st
@@ -249,10 +251,10 @@ func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (se
 	return s, nil
 }
 
-// DB implements NodeDB: the db the node's client selects (0 for a Redis
+// DB implements redlock.NodeDB: the db the node's client selects (0 for a Redis
 // Cluster or a client that does not say), which the data-loss rule's
 // marker key names.
-func (n *RedisNode) DB() int {
+func (n *Node) DB() int {
 	switch c := n.client.(type) {
 	case *redis.Client:
 		return c.Options().DB
@@ -260,4 +262,15 @@ func (n *RedisNode) DB() int {
 		return c.Options().DB
 	}
 	return 0
+}
+
+// isAuthError reports whether err is the server refusing our credentials or
+// permissions (NOPERM, WRONGPASS, NOAUTH): retrying will not help.
+func isAuthError(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH")
 }
