@@ -25,6 +25,7 @@ import (
 
 	"github.com/e6344662/go-redlock/chaos"
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
@@ -571,7 +572,7 @@ func (e *env) healAll() {
 // finalRead reads the register once every client has stopped; it is the
 // history's last operation.
 func (e *env) finalRead() {
-	store := fencing.NewStore(e.resource.Client(), "chaos:")
+	store := redisfence.New(e.resource.Client(), "chaos:")
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := e.h.Now()
@@ -628,7 +629,7 @@ func (e *env) client(ctx context.Context, id int, rng, srng *rand.Rand, staller 
 	var semDone sync.WaitGroup
 	defer semDone.Wait() // before the Locker closes
 	semDone.Go(func() { e.semWorker(ctx, id, locker, srng) })
-	store := fencing.NewStore(e.resource.Client(), "chaos:")
+	store := redisfence.New(e.resource.Client(), "chaos:")
 	h := e.h
 	seq := 0
 
@@ -806,7 +807,7 @@ func (e *env) lockNode(id, j int) (*redisnode.Node, error) {
 
 // read reads the register and records the read; it reports the value and
 // whether the read succeeded.
-func (e *env) read(store *fencing.Store, client, lease int) (string, bool) {
+func (e *env) read(store *redisfence.Store, client, lease int) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := e.h.Now()
@@ -821,7 +822,7 @@ func (e *env) read(store *fencing.Store, client, lease int) (string, bool) {
 }
 
 // write writes value with token and records the outcome.
-func (e *env) write(store *fencing.Store, client, lease int, token fencing.Token, value string) {
+func (e *env) write(store *redisfence.Store, client, lease int, token fencing.Token, value string) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := e.h.Now()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
@@ -236,7 +237,7 @@ func TestElectorPausedLeaderIsFencedOff(t *testing.T) {
 	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	res := testutil.NewMiniCluster(t, 1)
-	store := fencing.NewStore(res.Client(0), "app:")
+	store := redisfence.New(res.Client(0), "app:")
 	cfg := constantRetry(redlock.Config{LeaseDuration: 300 * time.Millisecond}, 10*time.Millisecond)
 	a := newElectionProcess(t, c, "writer", "a", cfg)
 	b := newElectionProcess(t, c, "writer", "b", cfg)

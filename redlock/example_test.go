@@ -82,7 +82,7 @@ func ExampleLease_Fence() {
 	}
 	defer locker.Close()
 
-	// The resource keeps the highest token it has seen (fencing.Store does
+	// The resource keeps the highest token it has seen (redisfence.Store does
 	// the same on Redis, fencing.Middleware over HTTP).
 	var resource fencing.Fence
 

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -193,20 +192,15 @@ func TestANodeWithoutGoRedis(t *testing.T) {
 	require.Positive(t, shas.Load(), "the server knows a script by its Hash")
 }
 
-// TestNoRedisClientInTheCore: package redlock (and package scripts) import
-// no Redis client, directly or through another package: the go-redis
+// TestNoRedisClientInTheCore: package redlock (and packages scripts and
+// fencing) import no Redis client, directly or through another package: the go-redis
 // transport lives in package redlock/redisnode, which does import go-redis,
 // and a Node over another client (rueidisnode, respNode above) needs nothing
 // else.
 func TestNoRedisClientInTheCore(t *testing.T) {
-	// Package fencing still holds fencing.Store, a store over go-redis: what
-	// it brings is set aside until the Store leaves it.
-	fencingDeps := goListDeps(t, filepath.Join("..", "fencing"))
-	for _, dir := range []string{".", filepath.Join("..", "scripts")} {
+	for _, dir := range []string{".", filepath.Join("..", "scripts"), filepath.Join("..", "fencing")} {
 		for _, dep := range goListDeps(t, dir) {
-			if !slices.Contains(fencingDeps, dep) {
-				require.False(t, strings.HasPrefix(dep, "github.com/redis/"), "%s depends on %s", dir, dep)
-			}
+			require.False(t, strings.HasPrefix(dep, "github.com/redis/"), "%s depends on %s", dir, dep)
 		}
 	}
 	require.Contains(t, goListDeps(t, "redisnode"), "github.com/redis/go-redis/v9", "the go-redis transport is package redisnode")

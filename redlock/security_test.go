@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
@@ -72,7 +73,7 @@ func requireNamesNodes(t *testing.T, err error, addrs []string) {
 // and channels under the prefix, only the commands the scripts need) can
 // acquire, wait for a release (pub/sub), renew, take the fence step,
 // recover from an empty script cache, inspect and release, with no ACL
-// denial logged; and a user with testutil.StoreACL can use fencing.Store.
+// denial logged; and a user with testutil.StoreACL can use redisfence.Store.
 func TestMinimalACLUserRunsEverything(t *testing.T) {
 	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
@@ -155,7 +156,7 @@ func TestMinimalACLUserRunsEverything(t *testing.T) {
 	require.NoError(t, err)
 	rc := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rc.Close() })
-	store := fencing.NewStore(rc, "fencing:")
+	store := redisfence.New(rc, "fencing:")
 	require.NoError(t, resource.Do(ctx, "SCRIPT", "FLUSH").Err())
 	require.NoError(t, store.Write(ctx, "k", "v1", 5))
 	require.ErrorIs(t, store.Write(ctx, "k", "v0", 4), fencing.ErrStaleToken)

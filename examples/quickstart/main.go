@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
@@ -67,7 +68,7 @@ func run() error {
 	defer res.Close()
 	resClient := redis.NewClient(&redis.Options{Addr: res.Addr()})
 	defer resClient.Close()
-	store := fencing.NewStore(resClient, "app:")
+	store := redisfence.New(resClient, "app:")
 
 	fmt.Printf("3 lock nodes, quorum %d; lease %s\n\n", locker.Quorum(), locker.Config().LeaseDuration)
 

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
@@ -24,7 +24,7 @@ func (d *demo) startServers() error {
 	for _, m := range d.nodes {
 		d.addrs = append(d.addrs, m.Addr())
 	}
-	d.store = fencing.NewStore(d.client(d.resource.Addr()), "demo:")
+	d.store = redisfence.New(d.client(d.resource.Addr()), "demo:")
 	return nil
 }
 

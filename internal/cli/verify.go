@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
@@ -177,7 +178,7 @@ type verifier struct {
 // all of them: a test makes a broken deployment with it.
 type verifyLockersFunc func(nodes redisnode.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error)
 
-// verifyRegister is the fenced register: fencing.Store on a node, or
+// verifyRegister is the fenced register: redisfence.Store on a node, or
 // memRegister.
 type verifyRegister interface {
 	Read(ctx context.Context, key string) (value string, highest fencing.Token, found bool, err error)
@@ -251,7 +252,7 @@ func (v *verifier) connect(ctx context.Context) error {
 		if !ok {
 			return usageErrorf("--register node needs a Redis node first in --nodes")
 		}
-		v.register = fencing.NewStore(rn.Client(), a.g.prefix+"register:")
+		v.register = redisfence.New(rn.Client(), a.g.prefix+"register:")
 	}
 	return nil
 }
@@ -425,7 +426,7 @@ func (v *verifier) cleanupAll(ctx context.Context) (int, error) {
 func (v *verifier) cleanup(ctx context.Context) { _, _ = v.cleanupAll(ctx) }
 
 // memRegister is a fenced register in this process's memory, with the
-// semantics of fencing.Store.
+// semantics of redisfence.Store.
 type memRegister struct {
 	mu   sync.Mutex
 	vals map[string]memValue
