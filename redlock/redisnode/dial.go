@@ -44,7 +44,9 @@ func (ns Nodes) Close() error {
 // password, database, dial_timeout, ...; see package go-redis's ParseURL,
 // ParseClusterURL and ParseFailoverURL). Unless the URL says otherwise
 // (max_retries), the clients do not retry commands or redial: the Locker
-// retries across nodes itself.
+// retries across nodes itself. Unless it says protocol=3, they speak
+// RESP2, which spares go-redis a check for push notifications before each
+// command; the replies the Locker reads are the same in both.
 //
 // Dial then asks every node, in parallel and bounded by ctx, which servers
 // it is (INFO server: a standalone server or a Sentinel group's current
@@ -96,6 +98,7 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		seen[spec.Key] = true
 		spec.Tune()
 		boundTLS(spec)
+		useRESP2(spec)
 		n := New(spec.NewClient())
 		n.addr = spec.Name
 		n.failover = spec.FailoverOptions
@@ -221,6 +224,27 @@ func dialOnce(ctx context.Context, opts *redis.Options) error {
 	}
 	_ = conn.Close()
 	return nil
+}
+
+// useRESP2 makes the node's client speak RESP2 unless the URL chose a
+// protocol (protocol=3): the Locker needs nothing of RESP3 (its scripts'
+// replies decode alike, and release announcements come on a pub/sub
+// connection of their own), and over RESP3 go-redis checks every pooled
+// connection for push notifications before each command.
+func useRESP2(spec *nodeurl.Spec) {
+	set := func(p *int) {
+		if *p == 0 {
+			*p = 2
+		}
+	}
+	switch spec.Kind {
+	case nodeurl.Standalone:
+		set(&spec.Options.Protocol)
+	case nodeurl.Cluster:
+		set(&spec.ClusterOptions.Protocol)
+	case nodeurl.Sentinel:
+		set(&spec.FailoverOptions.Protocol)
+	}
 }
 
 // ErrTLSHandshake is wrapped by the error of a connection to a TLS node
