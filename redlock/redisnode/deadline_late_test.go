@@ -33,7 +33,12 @@ func (h *holdKeys) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *holdKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		for _, a := range cmd.Args() {
-			if s, ok := a.(string); ok && strings.HasPrefix(s, h.prefix) {
+			// Keys go as *string (process), other arguments as strings.
+			s, ok := a.(string)
+			if p, isPtr := a.(*string); isPtr {
+				s, ok = *p, true
+			}
+			if ok && strings.HasPrefix(s, h.prefix) {
 				select {
 				case <-h.release:
 				case <-ctx.Done():
