@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -96,4 +99,19 @@ func TestAMinimalNodeOverAnotherClient(t *testing.T) {
 	free, err := other.TryAcquire(ctx, "minimal")
 	require.NoError(t, err, "released on every server")
 	require.NoError(t, free.Release(ctx))
+}
+
+// TestTheDocsShowTheMinimalNode: docs/library.md shows minimalNode as it is
+// written above, from its type to its Subscribe method.
+func TestTheDocsShowTheMinimalNode(t *testing.T) {
+	src, err := os.ReadFile("minimal_test.go")
+	require.NoError(t, err)
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "library.md"))
+	require.NoError(t, err)
+	code := string(src)
+	from := strings.Index(code, "type minimalNode struct")
+	end := "redlock.Subscription { return nil }\n"
+	to := strings.Index(code, end)
+	require.True(t, from >= 0 && to > from, "minimal_test.go lost its markers")
+	require.Contains(t, string(doc), code[from:to+len(end)], "docs/library.md shows another minimalNode")
 }

@@ -44,7 +44,7 @@ var (
 // instead, one paused node makes Renew wait up to NodeCallTimeout, Release
 // 0.7-2 s and TryAcquire about twice NodeCallTimeout, and a Sentinel client
 // reaches a new primary only when its connection fails (docs/library.md:
-// set ContextTimeoutEnabled, MaxRetries -1 and DialerRetries 1). The
+// set ContextTimeoutEnabled, MaxRetries -1, DialerRetries 1 and Protocol 2). The
 // node sends its scripts with the client's Process, the keys of a call as
 // *string arguments (go-redis writes them as the strings): a hook of the
 // client that reads a command's Args sees them so.

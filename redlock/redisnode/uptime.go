@@ -103,7 +103,7 @@ func (r *rejoinState) fresh() (upState, bool) {
 
 // Uptime implements redlock.Node: INFO server (on every primary of a cluster) and
 // CONFIG GET append* and maxmemory*, learned once and again after the node
-// opened a connection, a call failed, or relearnAfter passed. A server
+// opened a connection, a call failed, or 5 seconds passed (relearnAfter). A server
 // that does not implement INFO server (a stand-in) reports a zero Since;
 // an ACL that refuses INFO is an error, and so is a server with a
 // maxmemory and a maxmemory-policy allkeys-* (redlock.ErrEvictsLocks). The
