@@ -3,6 +3,7 @@ package redisfence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
@@ -150,34 +151,46 @@ func FuzzStoreWrite(f *testing.F) {
 		got, _ := mr.Get("fz:k")
 		gotFence, _ := mr.Get("fz:k:fence")
 		unchanged := got == old && gotFence == fence && mr.Exists("fz:k:fence") == hasFence
-		fenceOK := !hasFence || canonical.MatchString(fence)
-		f64, rangeErr := strconv.ParseUint(fence, 10, 64)
-		if !hasFence {
-			f64, rangeErr = 0, nil
-		}
-
-		switch {
-		case token == 0:
-			if !errors.Is(err, fencing.ErrInvalidToken) || !unchanged {
-				t.Fatalf("token 0: err %v, unchanged %t", err, unchanged)
-			}
-		case !fenceOK:
-			if err == nil || !unchanged {
-				t.Fatalf("fence key %q is not a token: err %v, unchanged %t", fence, err, unchanged)
-			}
-		case rangeErr != nil: // a canonical counter beyond 64 bits: no token reaches it
-			if err == nil || !unchanged {
-				t.Fatalf("fence key %q beyond 64 bits: err %v, unchanged %t", fence, err, unchanged)
-			}
-		case token >= f64:
-			if err != nil || got != value || gotFence != strconv.FormatUint(token, 10) {
-				t.Fatalf("token %d over fence %q: err %v, value %q, fence %q", token, fence, err, got, gotFence)
-			}
-		default:
-			var stale *fencing.StaleError
-			if !errors.As(err, &stale) || stale.Highest != fencing.Token(f64) || stale.Token != fencing.Token(token) || !unchanged {
-				t.Fatalf("token %d under fence %q: err %v, unchanged %t", token, fence, err, unchanged)
-			}
+		if msg := judgeWrite(hasFence, fence, token, value, err, got, gotFence, unchanged); msg != "" {
+			t.Fatal(msg)
 		}
 	})
+}
+
+// judgeWrite says what is wrong with a write of value with token over the
+// fence key's contents (hasFence, fence), which returned err and left got
+// and gotFence (unchanged: exactly as they were); "" when nothing is.
+func judgeWrite(hasFence bool, fence string, token uint64, value string, err error, got, gotFence string, unchanged bool) string {
+	f64, rangeErr := strconv.ParseUint(fence, 10, 64)
+	if !hasFence {
+		f64, rangeErr = 0, nil
+	}
+	// A fence key that is not a canonical counter, or one beyond 64 bits
+	// that no token reaches, refuses every write, as token 0 is refused.
+	refused := token == 0 || hasFence && !canonical.MatchString(fence) || rangeErr != nil
+	var stale *fencing.StaleError
+	switch {
+	case refused:
+		return judgeRefusal(fence, token, err, unchanged)
+	case token >= f64:
+		if err != nil || got != value || gotFence != strconv.FormatUint(token, 10) {
+			return fmt.Sprintf("token %d over fence %q: err %v, value %q, fence %q", token, fence, err, got, gotFence)
+		}
+	case !errors.As(err, &stale) || stale.Highest != fencing.Token(f64) || stale.Token != fencing.Token(token) || !unchanged:
+		return fmt.Sprintf("token %d under fence %q: err %v, unchanged %t", token, fence, err, unchanged)
+	}
+	return ""
+}
+
+// judgeRefusal says what is wrong with a write that must be refused:
+// token 0 with ErrInvalidToken, any other with an error; "" when nothing
+// is. Either leaves the keys unchanged.
+func judgeRefusal(fence string, token uint64, err error, unchanged bool) string {
+	switch {
+	case token == 0 && (!errors.Is(err, fencing.ErrInvalidToken) || !unchanged):
+		return fmt.Sprintf("token 0: err %v, unchanged %t", err, unchanged)
+	case err == nil || !unchanged:
+		return fmt.Sprintf("fence key %q is not a token below 2^64: err %v, unchanged %t", fence, err, unchanged)
+	}
+	return ""
 }

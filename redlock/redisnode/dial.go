@@ -82,28 +82,9 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("%w: no node URLs", redlock.ErrInvalidConfig)
 	}
-	nodes := make(Nodes, 0, len(urls))
-	specs := make([]*nodeurl.Spec, 0, len(urls))
-	seen := make(map[string]bool, len(urls))
-	for _, raw := range urls {
-		spec, err := nodeurl.Parse(raw)
-		if err != nil {
-			_ = nodes.Close()
-			return nil, fmt.Errorf("%w: %v", redlock.ErrInvalidConfig, err)
-		}
-		if seen[spec.Key] {
-			_ = nodes.Close()
-			return nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", redlock.ErrInvalidConfig, spec.Name)
-		}
-		seen[spec.Key] = true
-		spec.Tune()
-		boundTLS(spec)
-		useRESP2(spec)
-		n := New(spec.NewClient())
-		n.addr = spec.Name
-		n.failover = spec.FailoverOptions
-		nodes = append(nodes, n)
-		specs = append(specs, spec)
+	nodes, specs, err := build(urls)
+	if err != nil {
+		return nil, err
 	}
 
 	type answer struct {
@@ -150,6 +131,35 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		return nil, fmt.Errorf("%w: %d of %d nodes answered%w", redlock.ErrNoQuorum, len(nodes)-len(failed), len(nodes), joined(failed))
 	}
 	return nodes, nil
+}
+
+// build parses every URL and builds a Node for each, with Dial's client
+// options; it refuses a malformed URL and a node named twice.
+func build(urls []string) (Nodes, []*nodeurl.Spec, error) {
+	nodes := make(Nodes, 0, len(urls))
+	specs := make([]*nodeurl.Spec, 0, len(urls))
+	seen := make(map[string]bool, len(urls))
+	for _, raw := range urls {
+		spec, err := nodeurl.Parse(raw)
+		if err != nil {
+			_ = nodes.Close()
+			return nil, nil, fmt.Errorf("%w: %v", redlock.ErrInvalidConfig, err)
+		}
+		if seen[spec.Key] {
+			_ = nodes.Close()
+			return nil, nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", redlock.ErrInvalidConfig, spec.Name)
+		}
+		seen[spec.Key] = true
+		spec.Tune()
+		boundTLS(spec)
+		useRESP2(spec)
+		n := New(spec.NewClient())
+		n.addr = spec.Name
+		n.failover = spec.FailoverOptions
+		nodes = append(nodes, n)
+		specs = append(specs, spec)
+	}
+	return nodes, specs, nil
 }
 
 // identify pings the node and returns the run ids of the servers behind it

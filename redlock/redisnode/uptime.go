@@ -136,20 +136,7 @@ func (n *Node) upState(ctx context.Context) upState {
 	}
 	r.stale.Store(false)
 	st := upState{checked: true, dials: r.dials.Load(), at: time.Now()}
-	servers := []redis.Cmdable{n.client}
-	if cc, ok := n.client.(*redis.ClusterClient); ok {
-		servers, st.sharded = nil, true
-		var mu sync.Mutex
-		_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
-			mu.Lock()
-			servers = append(servers, m)
-			mu.Unlock()
-			return nil
-		})
-		if len(servers) == 0 {
-			st.err = errors.New("no cluster primary answered")
-		}
-	}
+	servers := n.servers(ctx, &st)
 	st.durable = len(servers) > 0
 	answered := 0
 	var failed error
@@ -166,15 +153,7 @@ func (n *Node) upState(ctx context.Context) upState {
 			st.checked = false
 		}
 		answered++
-		if s.since.After(st.since) {
-			st.since = s.since
-		}
-		st.bootUS = max(st.bootUS, s.bootUS)
-		st.durable = st.durable && s.durable
-		st.mayEvict = st.mayEvict || s.mayEvict
-		if s.allKeys != "" && st.allKeys == "" {
-			st.allKeys = s.allKeys
-		}
+		st.add(s)
 		if s.runID != "" {
 			runIDs = append(runIDs, s.runID)
 		}
@@ -187,6 +166,43 @@ func (n *Node) upState(ctx context.Context) upState {
 	}
 	r.last.Store(&st)
 	return st
+}
+
+// servers returns the servers holding the node's data: its client's, or
+// every primary of a cluster (st is then sharded, and fails when none
+// answered).
+func (n *Node) servers(ctx context.Context, st *upState) []redis.Cmdable {
+	cc, ok := n.client.(*redis.ClusterClient)
+	if !ok {
+		return []redis.Cmdable{n.client}
+	}
+	st.sharded = true
+	var servers []redis.Cmdable
+	var mu sync.Mutex
+	_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		servers = append(servers, m)
+		mu.Unlock()
+		return nil
+	})
+	if len(servers) == 0 {
+		st.err = errors.New("no cluster primary answered")
+	}
+	return servers
+}
+
+// add merges what one more server of the node said: the latest start, the
+// least durability, any eviction.
+func (st *upState) add(s serverState) {
+	if s.since.After(st.since) {
+		st.since = s.since
+	}
+	st.bootUS = max(st.bootUS, s.bootUS)
+	st.durable = st.durable && s.durable
+	st.mayEvict = st.mayEvict || s.mayEvict
+	if s.allKeys != "" && st.allKeys == "" {
+		st.allKeys = s.allKeys
+	}
 }
 
 // serverState is what one server says of its data: learnServer.
@@ -232,9 +248,16 @@ func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (se
 	// answer came back: the server started at the latest up seconds before
 	// the answer, which is what the delay is counted from.
 	s.since = answered.Add(-time.Duration(up) * time.Second)
-	if refused.Load() {
-		return s, nil
+	if !refused.Load() {
+		learnConfig(ctx, c, refused, &s)
 	}
+	return s, nil
+}
+
+// learnConfig reads a server's persistence and eviction configuration
+// (CONFIG GET append* and maxmemory*) into s; an ACL that refuses it sets
+// refused, and s stays not durable and evicting.
+func learnConfig(ctx context.Context, c redis.Cmdable, refused *atomic.Bool, s *serverState) {
 	aof, err := c.ConfigGet(ctx, "append*").Result()
 	if err == nil {
 		var mem map[string]string
@@ -248,7 +271,6 @@ func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (se
 	if isAuthError(err) {
 		refused.Store(true)
 	}
-	return s, nil
 }
 
 // DB implements redlock.NodeDB: the db the node's client selects (0 for a Redis
