@@ -3,7 +3,6 @@ package fencing_test
 import (
 	"errors"
 	"net/http/httptest"
-	"regexp"
 	"testing"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -15,9 +14,6 @@ import (
 // redisfence's). Run one with, for example:
 //
 //	go test -run='^$' -fuzz='^FuzzTokenFromRequest$' -fuzztime=5s ./fencing/
-
-// canonical matches the canonical decimal form of a token (zero included).
-var canonical = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 
 func FuzzTokenFromRequest(f *testing.F) {
 	for _, s := range append(badTokens, "1", "42", "18446744073709551615") {
