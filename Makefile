@@ -73,11 +73,13 @@ FUZZTIME ?= 2000x
 # make test fuzzes with one worker (-parallel=1), beside the chaos suite.
 FUZZFLAGS ?=
 FUZZ_REDLOCK := FuzzParseGrant FuzzParseInspect FuzzDial
-FUZZ_FENCING := FuzzParseToken FuzzTokenFromRequest FuzzParseWriteReply FuzzTokenFromReply FuzzStoreWrite
+FUZZ_FENCING := FuzzParseToken FuzzTokenFromRequest
+FUZZ_REDISFENCE := FuzzParseWriteReply FuzzTokenFromReply FuzzStoreWrite
 FUZZ_REDACT := FuzzURL FuzzError
 fuzz:
 	@set -e; for t in $(FUZZ_REDLOCK); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./redlock/; done; \
 	for t in $(FUZZ_FENCING); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fencing/; done; \
+	for t in $(FUZZ_REDISFENCE); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fencing/redisfence/; done; \
 	for t in $(FUZZ_REDACT); do $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./internal/redact/; done
 
 # The SPIN model of the protocol (model/, docs/model.md): the real model's

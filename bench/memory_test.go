@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	s := startServers(b, 1).Server(0)
 	c := s.Client()
 	ctx := context.Background()
-	l, err := redlock.New([]redlock.Node{redlock.NewRedisNode(c)}, redlock.Config{LeaseDuration: 10 * time.Minute, RejoinDelay: -1})
+	l, err := redlock.New([]redlock.Node{redisnode.New(c)}, redlock.Config{LeaseDuration: 10 * time.Minute, RejoinDelay: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

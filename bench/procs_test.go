@@ -26,6 +26,7 @@ import (
 	"github.com/e6344662/go-redlock/bench/internal/redisproc"
 	"github.com/e6344662/go-redlock/bench/internal/stats"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // The cross-process benchmarks run their workers in child processes: this
@@ -109,7 +110,7 @@ func runChild(spec childSpec) error {
 	nodes := make([]redlock.Node, len(spec.Addrs))
 	for i, a := range spec.Addrs {
 		clients[i] = redisproc.Client(a)
-		nodes[i] = redlock.NewRedisNode(clients[i])
+		nodes[i] = redisnode.New(clients[i])
 	}
 	defer func() {
 		for _, c := range clients {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
@@ -27,7 +27,7 @@ var (
 // BenchmarkTransport compares three ways to run a script from many
 // goroutines on one node (the choice behind issue 24): go-redis's
 // Script.Run on the plain client (one round trip per call: the transport
-// before batching), RedisNode.Eval (redlock's adaptive batcher), and
+// before batching), redisnode.Node.Eval (redlock's adaptive batcher), and
 // Script.Run on go-redis's experimental blocking AutoPipeliner. One op is
 // one script call on a fresh key.
 func BenchmarkTransport(b *testing.B) {
@@ -38,7 +38,7 @@ func BenchmarkTransport(b *testing.B) {
 			eval func(ctx context.Context, key string) error
 		}
 		plain := c.Server(0).Client()
-		node := redlock.NewRedisNode(c.Server(0).Client())
+		node := redisnode.New(c.Server(0).Client())
 		apClient := c.Server(0).Client()
 		ap, err := apClient.AutoPipeline()
 		if err != nil {

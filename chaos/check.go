@@ -43,7 +43,7 @@ type RegisterState struct {
 }
 
 // RegisterModel is the sequential specification of a register behind
-// fencing.Store: a write is applied, and its token becomes the fence, when
+// redisfence.Store: a write is applied, and its token becomes the fence, when
 // its token is not below the fence, and is refused as stale otherwise,
 // reporting the fence; a read returns the value and the fence together. A
 // write whose outcome is unknown may or may not have been applied.

@@ -38,9 +38,9 @@ import (
 type OpKind int
 
 const (
-	// Read is a fencing.Store Read of the register.
+	// Read is a redisfence.Store Read of the register.
 	Read OpKind = iota + 1
-	// Write is a fencing.Store Write of the register.
+	// Write is a redisfence.Store Write of the register.
 	Write
 )
 

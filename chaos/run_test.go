@@ -25,7 +25,9 @@ import (
 
 	"github.com/e6344662/go-redlock/chaos"
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -570,7 +572,7 @@ func (e *env) healAll() {
 // finalRead reads the register once every client has stopped; it is the
 // history's last operation.
 func (e *env) finalRead() {
-	store := fencing.NewStore(e.resource.Client(), "chaos:")
+	store := redisfence.New(e.resource.Client(), "chaos:")
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := e.h.Now()
@@ -599,7 +601,7 @@ func (e *env) client(ctx context.Context, id int, rng, srng *rand.Rand, staller 
 			return
 		}
 		defer func() { _ = n.Close() }() // after the Locker's Close below
-		nodes = append(nodes, &gatedNode{RedisNode: n, g: g})
+		nodes = append(nodes, &gatedNode{Node: n, g: g})
 	}
 	ttl := e.leases[id]
 	locker, err := redlock.New(nodes, redlock.Config{
@@ -627,7 +629,7 @@ func (e *env) client(ctx context.Context, id int, rng, srng *rand.Rand, staller 
 	var semDone sync.WaitGroup
 	defer semDone.Wait() // before the Locker closes
 	semDone.Go(func() { e.semWorker(ctx, id, locker, srng) })
-	store := fencing.NewStore(e.resource.Client(), "chaos:")
+	store := redisfence.New(e.resource.Client(), "chaos:")
 	h := e.h
 	seq := 0
 
@@ -789,23 +791,23 @@ func (e *env) nodeClient(id, j int) *redis.Client {
 // client, or for a Sentinel group a node dialled from its URL (which
 // follows the group's primary, and whose subscription follows it too),
 // with the same short timeouts.
-func (e *env) lockNode(id, j int) (*redlock.RedisNode, error) {
+func (e *env) lockNode(id, j int) (*redisnode.Node, error) {
 	if e.groups == nil || e.groups[j] == nil {
-		return redlock.NewRedisNode(e.nodeClient(id, j)), nil
+		return redisnode.New(e.nodeClient(id, j)), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	t := nodeTimeout.String()
-	ns, err := redlock.Dial(ctx, e.groups[j].URL()+"&dial_timeout="+t+"&read_timeout="+t+"&write_timeout="+t+"&pool_timeout="+t)
+	ns, err := redisnode.Dial(ctx, e.groups[j].URL()+"&dial_timeout="+t+"&read_timeout="+t+"&write_timeout="+t+"&pool_timeout="+t)
 	if err != nil {
 		return nil, err
 	}
-	return ns[0].(*redlock.RedisNode), nil
+	return ns[0].(*redisnode.Node), nil
 }
 
 // read reads the register and records the read; it reports the value and
 // whether the read succeeded.
-func (e *env) read(store *fencing.Store, client, lease int) (string, bool) {
+func (e *env) read(store *redisfence.Store, client, lease int) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := e.h.Now()
@@ -820,7 +822,7 @@ func (e *env) read(store *fencing.Store, client, lease int) (string, bool) {
 }
 
 // write writes value with token and records the outcome.
-func (e *env) write(store *fencing.Store, client, lease int, token fencing.Token, value string) {
+func (e *env) write(store *redisfence.Store, client, lease int, token fencing.Token, value string) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	call := e.h.Now()
@@ -907,10 +909,10 @@ func (g *gate) wait(ctx context.Context) error {
 	}
 }
 
-// gatedNode is a RedisNode whose script calls pass through a gate. It
+// gatedNode is a redisnode.Node whose script calls pass through a gate. It
 // keeps the node's release announcements and uptime (Node).
 type gatedNode struct {
-	*redlock.RedisNode
+	*redisnode.Node
 	g *gate
 }
 
@@ -918,5 +920,5 @@ func (n *gatedNode) Eval(ctx context.Context, s *scripts.Script, keys []string, 
 	if err := n.g.wait(ctx); err != nil {
 		return nil, err
 	}
-	return n.RedisNode.Eval(ctx, s, keys, args...)
+	return n.Node.Eval(ctx, s, keys, args...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -153,7 +154,7 @@ func TestDuplicateNodesAreRejected(t *testing.T) {
 		"different option only": {u + "?dial_timeout=1s", u + "?dial_timeout=2s"},
 	} {
 		t.Run("Dial/"+name, func(t *testing.T) {
-			ns, err := redlock.Dial(context.Background(), urls...)
+			ns, err := redisnode.Dial(context.Background(), urls...)
 			require.Nil(t, ns)
 			require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 			require.Contains(t, err.Error(), "twice")
@@ -315,7 +316,7 @@ func TestNodeThatIsNotRedis(t *testing.T) {
 		t.Cleanup(func() { _ = ln.Close(); <-done })
 		cl := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = cl.Close() })
-		nodes = append(nodes, redlock.NewRedisNode(cl))
+		nodes = append(nodes, redisnode.New(cl))
 	}
 	l := newLocker(t, nodes, redlock.Config{LeaseDuration: time.Second})
 	start := time.Now()

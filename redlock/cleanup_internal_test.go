@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/scripts"
@@ -15,16 +14,16 @@ import (
 // redialedNode is a node whose acquire is late: it is granted after the
 // attempt failed (as a client's retry after a reset would be).
 type redialedNode struct {
-	*RedisNode
+	Node
 	gate chan struct{}
 }
 
 func (n *redialedNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	if s == scripts.Acquire {
 		<-n.gate
-		return n.RedisNode.Eval(context.Background(), s, keys, args...)
+		return n.Node.Eval(context.Background(), s, keys, args...)
 	}
-	return n.RedisNode.Eval(ctx, s, keys, args...)
+	return n.Node.Eval(ctx, s, keys, args...)
 }
 
 // TestAGrantThatCouldNotBeGivenBackIsCleanedUp: a node granted a late call
@@ -38,14 +37,12 @@ func TestAGrantThatCouldNotBeGivenBackIsCleanedUp(t *testing.T) {
 	late := &redialedNode{gate: make(chan struct{})}
 	for i := range 3 {
 		m := miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
 		servers = append(servers, m)
 		if i == 0 {
-			late.RedisNode = NewRedisNode(c)
+			late.Node = testNode(t, m.Addr())
 			nodes = append(nodes, late)
 		} else {
-			nodes = append(nodes, NewRedisNode(c))
+			nodes = append(nodes, testNode(t, m.Addr()))
 		}
 	}
 	l, err := New(nodes, Config{LeaseDuration: 3 * time.Second, RejoinDelay: time.Second})

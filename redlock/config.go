@@ -92,7 +92,7 @@ type Config struct {
 	// section in INFO (a stand-in such as miniredis) is not checked; a
 	// node whose maxmemory-policy the Locker reads as allkeys-* is refused
 	// (ErrEvictsLocks). The marker names the db the Node says it uses
-	// (NodeDB; RedisNode: its client's DB). Defaults to LeaseDuration; at
+	// (NodeDB; redisnode.Node: its client's DB). Defaults to LeaseDuration; at
 	// most 24h.
 	RejoinDelay time.Duration
 	// QueueTTL is how long a waiting Acquire keeps its place in the lock's
@@ -107,7 +107,7 @@ type Config struct {
 	// Defaults to LeaseDuration (or twice NodeCallTimeout if that is longer); must be at least twice NodeCallTimeout and
 	// at most 24h; a negative value turns the queue off (waiters
 	// then race for a released lock, as with other Redlock clients).
-	// Applies to RedisNode (other Node implementations do not queue).
+	// Applies to redisnode.Node (other Node implementations do not queue).
 	QueueTTL time.Duration
 	// DisableHandOver turns the hand-over off. By default a release hands
 	// the lock to the head of the wait queue inside the release script, so

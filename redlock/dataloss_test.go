@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -273,7 +274,7 @@ func TestANodeThatMayNotReadINFOIsNotTrusted(t *testing.T) {
 	s := testutil.StartRedisServer(t)
 	rules := append(testutil.LockerACL(redlock.DefaultKeyPrefix), "-info")
 	require.NoError(t, s.SetACLUser(ctx, "locker", "pw-5e1d", rules...))
-	nodes, err := redlock.Dial(ctx, s.UserURL("locker", "pw-5e1d"))
+	nodes, err := redisnode.Dial(ctx, s.UserURL("locker", "pw-5e1d"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	l := newLocker(t, nodes, lossConfig)

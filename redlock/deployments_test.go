@@ -13,6 +13,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -37,9 +38,9 @@ func startClusters(t *testing.T, n, shards int) []*testutil.Cluster {
 }
 
 // dialURLs dials the node URLs and closes the nodes at cleanup.
-func dialURLs(t *testing.T, urls ...string) redlock.Nodes {
+func dialURLs(t *testing.T, urls ...string) redisnode.Nodes {
 	t.Helper()
-	nodes, err := redlock.Dial(testutil.Context(t), urls...)
+	nodes, err := redisnode.Dial(testutil.Context(t), urls...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	return nodes
@@ -227,7 +228,7 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 		return err == nil && n[key+":released"] == 1
 	}, 5*time.Second, 5*time.Millisecond, "the subscription stayed on the old primary")
 	t.Logf("subscribed on the new primary %v after the switch was seen", time.Since(switched))
-	client := nodes[0].(*redlock.RedisNode).Client()
+	client := nodes[0].(*redisnode.Node).Client()
 	newID := runID(primary.Client())
 	require.Eventually(t, func() bool { return runID(client) == newID }, 10*time.Second, 5*time.Millisecond)
 	require.True(t, old.Running(), "the old primary is still up, not yet demoted")

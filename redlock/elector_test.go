@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -31,7 +33,7 @@ func newElectionProcess(t *testing.T, c *testutil.MiniCluster, role, owner strin
 	for i := range nodes {
 		cl := c.Client(i)
 		cl.AddHook(g)
-		nodes[i] = redlock.NewRedisNode(cl)
+		nodes[i] = redisnode.New(cl)
 	}
 	cfg.Owner = owner
 	l := newLocker(t, nodes, cfg)
@@ -233,7 +235,7 @@ func TestElectorPausedLeaderIsFencedOff(t *testing.T) {
 	t.Parallel() // bound by the wall clock (leases, delays, hung nodes)
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	res := testutil.NewMiniCluster(t, 1)
-	store := fencing.NewStore(res.Client(0), "app:")
+	store := redisfence.New(res.Client(0), "app:")
 	cfg := constantRetry(redlock.Config{LeaseDuration: 300 * time.Millisecond}, 10*time.Millisecond)
 	a := newElectionProcess(t, c, "writer", "a", cfg)
 	b := newElectionProcess(t, c, "writer", "b", cfg)

@@ -10,11 +10,12 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // exampleNodes starts n in-process Redis servers and dials them, as a
 // program would dial its real servers; stop closes everything.
-func exampleNodes(n int) (nodes redlock.Nodes, stop func()) {
+func exampleNodes(n int) (nodes redisnode.Nodes, stop func()) {
 	var servers []*miniredis.Miniredis
 	var urls []string
 	for range n {
@@ -25,7 +26,7 @@ func exampleNodes(n int) (nodes redlock.Nodes, stop func()) {
 		servers = append(servers, m)
 		urls = append(urls, "redis://"+m.Addr())
 	}
-	nodes, err := redlock.Dial(context.Background(), urls...)
+	nodes, err := redisnode.Dial(context.Background(), urls...)
 	if err != nil {
 		panic(err)
 	}
@@ -81,7 +82,7 @@ func ExampleLease_Fence() {
 	}
 	defer locker.Close()
 
-	// The resource keeps the highest token it has seen (fencing.Store does
+	// The resource keeps the highest token it has seen (redisfence.Store does
 	// the same on Redis, fencing.Middleware over HTTP).
 	var resource fencing.Fence
 

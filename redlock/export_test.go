@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -49,14 +50,22 @@ func NodeInspect(ctx context.Context, n Node, key string) (LockInfo, error) {
 	return inspect(ctx, n, lockKeys(key))
 }
 
-// NodePending reports n's calls waiting in its batcher's queue, the round
-// trips in flight (single calls and pipelines) and the calls holding room
-// (queued or in flight).
-func NodePending(n *RedisNode) (queued, flushing, room int) { return n.batch.pending() }
+// NewTestNode returns a Node on the server at addr (a redisnode.Node over a
+// go-redis client). The package's internal tests cannot import redisnode,
+// which imports redlock: the external tests set it (main_test.go).
+var NewTestNode func(addr string) Node
 
-// Batch limits, for tests: round trips in flight per node, and calls queued
-// or in flight per node.
-const (
-	BatchFlushers = batchFlushers
-	BatchPending  = batchPending
-)
+// testNode returns NewTestNode(addr), closed when t ends.
+func testNode(t testing.TB, addr string) Node {
+	t.Helper()
+	if NewTestNode == nil {
+		t.Fatal("redlock.NewTestNode is not set (main_test.go sets it)")
+	}
+	n := NewTestNode(addr)
+	t.Cleanup(func() {
+		if c, ok := n.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	})
+	return n
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -22,7 +23,7 @@ import (
 // process: its waiters share nothing with other Lockers but the nodes.
 func processLocker(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config) *redlock.Locker {
 	t.Helper()
-	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)
+	nodes, err := redisnode.Dial(testutil.Context(t), c.URLs()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	return newLocker(t, nodes, cfg)
@@ -398,7 +399,7 @@ func TestClosingALockerLeavesNoPlaceBehind(t *testing.T) {
 	heldEverywhere(t, holder, lease)
 	key := holder.Key("closing")
 
-	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)
+	nodes, err := redisnode.Dial(testutil.Context(t), c.URLs()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	waiter, err := redlock.New(nodes, cfg)
@@ -507,7 +508,7 @@ func TestClosingALockerBeforeItsNodesLeavesNoPlaceBehind(t *testing.T) {
 	require.NoError(t, err)
 	key := holder.Key("shutdown")
 
-	nodes, err := redlock.Dial(testutil.Context(t), c.URLs()...)
+	nodes, err := redisnode.Dial(testutil.Context(t), c.URLs()...)
 	require.NoError(t, err)
 	waiter, err := redlock.New(nodes, cfg)
 	require.NoError(t, err)

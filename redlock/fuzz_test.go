@@ -12,6 +12,7 @@ import (
 
 	"github.com/e6344662/go-redlock/internal/nodeurl"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // FuzzDial feeds node URLs, as users type them into configuration files and
@@ -66,7 +67,7 @@ func FuzzDial(f *testing.F) {
 		if twice {
 			urls = append(urls, " "+raw+" ")
 		}
-		nodes, err := redlock.Dial(ctx, urls...)
+		nodes, err := redisnode.Dial(ctx, urls...)
 		if err == nil {
 			_ = nodes.Close()
 			t.Fatalf("Dial(%q) with a cancelled context succeeded", urls)

@@ -13,9 +13,9 @@ import (
 // database (SELECT index) that the node's keys live in. The data-loss
 // rule's marker key carries it in its name (docs/design.md §6.2), so that
 // SWAPDB, which moves a whole db's keys, leaves a db without its own
-// marker. RedisNode implements it (the client's Options().DB; 0 for a
+// marker. redisnode.Node implements it (the client's Options().DB; 0 for a
 // Redis Cluster). A Node that does not implement it counts as db 0: a
-// wrapper around a RedisNode that uses another db must forward DB, or a
+// wrapper around a redisnode.Node that uses another db must forward DB, or a
 // SWAPDB of that db goes unnoticed.
 type NodeDB interface {
 	DB() int
@@ -90,7 +90,7 @@ func grantOn[G any](l *Locker, ctx context.Context, i int, try func(grantGate) (
 }
 
 // gate returns node i's gate, reading the node's state (Node.Uptime, which
-// RedisNode keeps for a few seconds) for its sharding and its eviction
+// redisnode.Node keeps for a few seconds) for its sharding and its eviction
 // policy. An unknown state is an error, never a refusal.
 func (l *Locker) gate(ctx context.Context, i int) (grantGate, error) {
 	u, err := l.nodes[i].Uptime(ctx)

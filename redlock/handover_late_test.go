@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -160,7 +161,7 @@ func behindProxy(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config, hel
 	for i := range last {
 		urls = append(urls, c.Server(i).URL())
 	}
-	nodes, err := redlock.Dial(ctx, append(urls, "redis://"+proxy.ln.Addr().String())...)
+	nodes, err := redisnode.Dial(ctx, append(urls, "redis://"+proxy.ln.Addr().String())...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	return newLocker(t, nodes, cfg), proxy
@@ -466,7 +467,7 @@ func TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave(t *testing.T) {
 	}
 	relProxy := newSeqHoldProxy(t, c.Server(1).Addr(), []byte(scripts.Release.Hash()))
 	acqProxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))
-	nodes, err := redlock.Dial(ctx, c.Server(0).URL(), "redis://"+relProxy.ln.Addr().String(), "redis://"+acqProxy.ln.Addr().String())
+	nodes, err := redisnode.Dial(ctx, c.Server(0).URL(), "redis://"+relProxy.ln.Addr().String(), "redis://"+acqProxy.ln.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	w := newLocker(t, nodes, cfg)

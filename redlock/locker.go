@@ -98,11 +98,11 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	}
 	l.hooks = newLeaseHooks(l)
 	l.hub = waitHub{l: l, keys: make(map[string]*keyWait)}
-	if b, ok := nodes[0].(interface{ boundedByContext() bool }); ok && len(nodes) == 1 {
+	if b, ok := nodes[0].(NodeBounded); ok && len(nodes) == 1 {
 		// One node whose every call returns by its deadline: fan-outs call
 		// it inline. Any other node is called on a worker, so that a call
 		// that ignores its deadline never holds the caller up.
-		l.inline = b.boundedByContext()
+		l.inline = b.BoundedByContext()
 	}
 	l.all = make([]int, len(nodes))
 	for i := range l.all {

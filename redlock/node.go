@@ -9,8 +9,10 @@ import (
 )
 
 // Node is one independent Redis deployment taking part in the quorum: a
-// server, a Redis Cluster, or a Sentinel-managed primary. RedisNode is the
-// implementation; Dial builds them from URLs.
+// server, a Redis Cluster, or a Sentinel-managed primary. Package
+// redlock/redisnode implements it over go-redis (redisnode.New, and
+// redisnode.Dial from URLs); module rueidisnode over rueidis; docs/library.md
+// shows how to write one over another client.
 //
 // The Node is only a transport: it runs the lock scripts of package
 // scripts, reports its server's uptime and carries release announcements.
@@ -19,8 +21,8 @@ import (
 // Node wrapped by its user (metrics, tracing, fault injection: a struct that
 // embeds Node and overrides some methods) keeps every rule: the Locker sees
 // only what the wrapper forwards. The contract names no Redis client's
-// types: a Node can be written, or wrapped, over any client (or none)
-// without importing go-redis. Implementations must be safe for
+// types, and package redlock imports no Redis client: a Node can be
+// written, or wrapped, over any client (or none). Implementations must be safe for
 // concurrent use, and every call must return by its context's deadline or
 // soon after (the Locker counts a call that does not as failed).
 type Node interface {
@@ -30,15 +32,16 @@ type Node interface {
 	// EVALSHA script.Hash() does, falling back to EVAL script.Source() when
 	// the server's script cache lacks the script, and returns its reply.
 	// The Locker passes args of the types string, int and int64, to be sent
-	// as their text (the integers in decimal). It expects the reply as
-	// go-redis decodes a script's: int64 for an integer, string for a bulk
-	// or status string, []any for an array (its elements decoded the same
+	// as their text (the integers in decimal). It expects the reply decoded
+	// from RESP as follows: int64 for an integer, string for a bulk or
+	// status string, []any for an array (its elements decoded the same
 	// way, nil for a nil bulk string). A server's error reply must come
 	// back as an error with a RedisError() method (go-redis's redis.Error
-	// has one) and the server's text ("WRONGTYPE ...", "READONLY ...",
-	// "OOM ...", "FENCEEXHAUSTED ..."): by these the Locker tells a refusal
-	// from a lost connection. Any error means the outcome on the node is
-	// unknown: the script may still have run.
+	// and rueidisnode's Error have one) whose Error() is the server's text
+	// ("WRONGTYPE ...", "READONLY ...", "OOM ...", "FENCEEXHAUSTED ...",
+	// "NOPERM ..."): by these the Locker tells a refusal from a lost
+	// connection, by the text's prefix alone. Any other error means the
+	// outcome on the node is unknown: the script may still have run.
 	Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error)
 	// Uptime reports since when the node's server has held its current
 	// data and what may make it lose data, for the rejoin rule
@@ -52,6 +55,15 @@ type Node interface {
 	// cut and is back). onMessage must not block. A node that announces
 	// nothing returns nil: its waiters then rely on the backoff.
 	Subscribe(onMessage func(key, msg string)) Subscription
+}
+
+// NodeBounded is an optional interface of a Node: BoundedByContext reports
+// that every call returns by its context's deadline (the client bounds its
+// reads and writes by it). A Locker whose only node says so calls it in
+// the caller's goroutine; any other node is called on a worker, so that a
+// call that ignores its deadline never holds the caller up.
+type NodeBounded interface {
+	BoundedByContext() bool
 }
 
 // Uptime is what a node knows of its server's data (Node.Uptime).

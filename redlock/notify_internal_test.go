@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -95,9 +94,7 @@ func TestSubscriptionsForgetKeysWithoutWaiters(t *testing.T) {
 	var nodes []Node
 	for range 3 {
 		m := miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		nodes = append(nodes, NewRedisNode(c))
+		nodes = append(nodes, testNode(t, m.Addr()))
 	}
 	l, err := New(nodes, Config{LeaseDuration: 10 * time.Second})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -31,7 +32,7 @@ func TestFirstAcquireOnFreshServersSaysWhyItWaits(t *testing.T) {
 	for _, s := range c.Servers() {
 		require.NoError(t, s.Do(ctx, "DEL", testutil.DefaultMarker).Err())
 	}
-	nodes, err := redlock.Dial(ctx, c.URLs()...)
+	nodes, err := redisnode.Dial(ctx, c.URLs()...)
 	require.NoError(t, err)
 	defer nodes.Close()
 

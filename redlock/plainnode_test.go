@@ -10,8 +10,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -155,7 +155,7 @@ func (n respNode) Subscribe(func(key, msg string)) redlock.Subscription { return
 // on a RESP connection of its own, works with New and Acquire: it runs the
 // scripts by their digest (which the server knows them by) after loading
 // them with EVAL once, the Locker grants, fences and releases through it,
-// and the lock it takes is the one an ordinary RedisNode sees.
+// and the lock it takes is the one an ordinary redisnode.Node sees.
 func TestANodeWithoutGoRedis(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	var shas, evals atomic.Int64
@@ -192,26 +192,42 @@ func TestANodeWithoutGoRedis(t *testing.T) {
 	require.Positive(t, shas.Load(), "the server knows a script by its Hash")
 }
 
-// TestGoRedisOnlyInTheTransport: in package redlock, only the transport
-// files import go-redis; the Node contract and the Locker's own files do
-// not, and neither does package scripts.
-func TestGoRedisOnlyInTheTransport(t *testing.T) {
-	transport := []string{"batch.go", "dial.go", "redis_node.go", "redis_uptime.go", "subscribe.go"}
-	for _, dir := range []string{".", filepath.Join("..", "scripts")} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		require.NoError(t, err)
-		require.NotEmpty(t, files)
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") || dir == "." && slices.Contains(transport, filepath.Base(f)) {
-				continue
-			}
-			src, err := os.ReadFile(f)
-			require.NoError(t, err)
-			parsed, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
-			require.NoError(t, err)
-			for _, imp := range parsed.Imports {
-				require.NotContains(t, imp.Path.Value, "github.com/redis/go-redis", "%s imports go-redis: only the transport files may", f)
-			}
+// TestNoRedisClientInTheCore: package redlock (and packages scripts and
+// fencing) import no Redis client, directly or through another package: the go-redis
+// transport lives in package redlock/redisnode, which does import go-redis,
+// and a Node over another client (rueidisnode, respNode above) needs nothing
+// else.
+func TestNoRedisClientInTheCore(t *testing.T) {
+	for _, dir := range []string{".", filepath.Join("..", "scripts"), filepath.Join("..", "fencing")} {
+		for _, dep := range goListDeps(t, dir) {
+			require.False(t, strings.HasPrefix(dep, "github.com/redis/"), "%s depends on %s", dir, dep)
 		}
 	}
+	require.Contains(t, goListDeps(t, "redisnode"), "github.com/redis/go-redis/v9", "the go-redis transport is package redisnode")
+	// The core's files, test files aside, name no go-redis type either.
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range parsed.Imports {
+			require.NotContains(t, imp.Path.Value, "github.com/redis/", "%s imports a Redis client", f)
+		}
+	}
+}
+
+// goListDeps lists the packages the non-test package in dir depends on,
+// itself included (go list -deps).
+func goListDeps(t *testing.T, dir string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -deps in %s", dir)
+	return strings.Fields(string(out))
 }

@@ -7,15 +7,14 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
-// queueNode is one miniredis server behind a RedisNode, its clock set by
+// queueNode is one miniredis server behind a Node (NewTestNode), its clock set by
 // hand (the scripts read it with TIME).
 type queueNode struct {
 	m    *miniredis.Miniredis
-	node *RedisNode
+	node Node
 }
 
 func newQueueNodes(t *testing.T, n int, now time.Time) []queueNode {
@@ -24,9 +23,7 @@ func newQueueNodes(t *testing.T, n int, now time.Time) []queueNode {
 	for i := range nodes {
 		m := miniredis.RunT(t)
 		m.SetTime(now)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		nodes[i] = queueNode{m: m, node: NewRedisNode(c)}
+		nodes[i] = queueNode{m: m, node: testNode(t, m.Addr())}
 	}
 	return nodes
 }

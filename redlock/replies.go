@@ -26,7 +26,7 @@ type grant struct {
 	// OK); negative when the lock key has no expiry.
 	HolderTTL time.Duration
 	// Reason says why the node refused when it was not because of a holder:
-	// RedisNode sets it when the lock is free but an earlier waiter is next
+	// redisnode.Node sets it when the lock is free but an earlier waiter is next
 	// in its wait queue. A node that cannot grant (a read-only replica, a
 	// node out of memory) fails with an error wrapping ErrReadOnly or
 	// ErrNodeFull instead, so that the Locker can tell it from a busy lock.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -149,7 +150,7 @@ func dbNodes(e *opEnv, db int) []redlock.Node {
 	for _, s := range e.c.Servers() {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), DB: db, ContextTimeoutEnabled: true, MaxRetries: -1})
 		e.t.Cleanup(func() { _ = c.Close() })
-		nodes = append(nodes, redlock.NewRedisNode(c))
+		nodes = append(nodes, redisnode.New(c))
 	}
 	return nodes
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -71,7 +73,7 @@ func requireNamesNodes(t *testing.T, err error, addrs []string) {
 // and channels under the prefix, only the commands the scripts need) can
 // acquire, wait for a release (pub/sub), renew, take the fence step,
 // recover from an empty script cache, inspect and release, with no ACL
-// denial logged; and a user with testutil.StoreACL can use fencing.Store.
+// denial logged; and a user with testutil.StoreACL can use redisfence.Store.
 func TestMinimalACLUserRunsEverything(t *testing.T) {
 	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
@@ -85,7 +87,7 @@ func TestMinimalACLUserRunsEverything(t *testing.T) {
 		require.NoError(t, s.SetACLUser(ctx, "locker", aclPassword, testutil.LockerACL(redlock.DefaultKeyPrefix)...))
 		urls = append(urls, s.UserURL("locker", aclPassword))
 	}
-	nodes, err := redlock.Dial(ctx, urls...)
+	nodes, err := redisnode.Dial(ctx, urls...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	slowPoll := func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Second) }
@@ -154,7 +156,7 @@ func TestMinimalACLUserRunsEverything(t *testing.T) {
 	require.NoError(t, err)
 	rc := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rc.Close() })
-	store := fencing.NewStore(rc, "fencing:")
+	store := redisfence.New(rc, "fencing:")
 	require.NoError(t, resource.Do(ctx, "SCRIPT", "FLUSH").Err())
 	require.NoError(t, store.Write(ctx, "k", "v1", 5))
 	require.ErrorIs(t, store.Write(ctx, "k", "v0", 4), fencing.ErrStaleToken)
@@ -200,7 +202,7 @@ func TestACLUserIsConfinedToItsPrefix(t *testing.T) {
 		require.ErrorContains(t, err, "NOPERM", "%v", cmd)
 	}
 
-	nodes, err := redlock.Dial(ctx, urls...)
+	nodes, err := redisnode.Dial(ctx, urls...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	ok := newLocker(t, nodes, redlock.Config{KeyPrefix: "app:locks:", RejoinDelay: freshServers})
@@ -235,7 +237,7 @@ func TestMissingACLPermissionNamesTheNode(t *testing.T) {
 		require.NoError(t, s.SetACLUser(ctx, "noscripts", aclPassword, rules...))
 		urls = append(urls, s.UserURL("noscripts", aclPassword))
 	}
-	nodes, err := redlock.Dial(ctx, urls...)
+	nodes, err := redisnode.Dial(ctx, urls...)
 	require.NoError(t, err, "PING is allowed")
 	t.Cleanup(func() { _ = nodes.Close() })
 	l := newLocker(t, nodes, redlock.Config{RejoinDelay: freshServers})
@@ -259,7 +261,7 @@ func TestWrongCredentialsNameTheNodeNotThePassword(t *testing.T) {
 	require.NoError(t, s.SetACLUser(ctx, "locker", aclPassword, testutil.LockerACL(redlock.DefaultKeyPrefix)...))
 	const wrong = "wrong-pass-5e1d"
 
-	_, err := redlock.Dial(ctx, s.UserURL("locker", wrong))
+	_, err := redisnode.Dial(ctx, s.UserURL("locker", wrong))
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
 	require.Contains(t, err.Error(), s.Addr())
 	require.Contains(t, err.Error(), "WRONGPASS")
@@ -268,7 +270,7 @@ func TestWrongCredentialsNameTheNodeNotThePassword(t *testing.T) {
 
 	cl := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "locker", Password: wrong, MaxRetries: -1})
 	t.Cleanup(func() { _ = cl.Close() })
-	l := newLocker(t, []redlock.Node{redlock.NewRedisNode(cl)}, redlock.Config{})
+	l := newLocker(t, []redlock.Node{redisnode.New(cl)}, redlock.Config{})
 	_, err = l.TryAcquire(ctx, "r")
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
 	require.Contains(t, err.Error(), "node "+s.Addr()+": ")
@@ -309,7 +311,7 @@ func TestTLS(t *testing.T) {
 			}
 			cl := redis.NewClient(&o)
 			t.Cleanup(func() { _ = cl.Close() })
-			nodes = append(nodes, redlock.NewRedisNode(cl))
+			nodes = append(nodes, redisnode.New(cl))
 		}
 		l := newLocker(t, nodes, redlock.Config{})
 		_, err := l.TryAcquire(ctx, "tls")
@@ -324,7 +326,7 @@ func TestTLS(t *testing.T) {
 		refused(t, &redis.Options{}, "")
 	})
 	t.Run("Dial with the system roots", func(t *testing.T) {
-		_, err := redlock.Dial(ctx, c.URLs()...)
+		_, err := redisnode.Dial(ctx, c.URLs()...)
 		require.ErrorIs(t, err, redlock.ErrNoQuorum)
 		require.Contains(t, err.Error(), "certificate signed by unknown authority")
 		for _, a := range c.Addrs() { // Dial waits for every node
@@ -351,7 +353,7 @@ func TestTLSDialChild(t *testing.T) {
 		t.Skip("run by TestTLS")
 	}
 	ctx := ctxFor(t)
-	nodes, err := redlock.Dial(ctx, strings.Fields(urls)...)
+	nodes, err := redisnode.Dial(ctx, strings.Fields(urls)...)
 	require.NoError(t, err)
 	defer nodes.Close()
 	l := newLocker(t, nodes, redlock.Config{})
@@ -416,7 +418,7 @@ func TestLogsAndErrorsNeverShowTokensOrPasswords(t *testing.T) {
 		defer mu.Unlock()
 		seen = append(seen, fmt.Sprintf("%+v %v", e, e.Err))
 	})
-	nodes, err := redlock.Dial(ctx, c.URLs()...)
+	nodes, err := redisnode.Dial(ctx, c.URLs()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	cfg := redlock.Config{LeaseDuration: 300 * time.Millisecond, Logger: logger, Observer: observer}
@@ -465,7 +467,7 @@ func TestLogsAndErrorsNeverShowTokensOrPasswords(t *testing.T) {
 	}
 	require.NoError(t, c.Server(0).Restart())
 	require.NoError(t, c.Server(1).Restart())
-	_, err = redlock.Dial(ctx, strings.Replace(c.URLs()[0], pw, "wrong-"+pw, 1))
+	_, err = redisnode.Dial(ctx, strings.Replace(c.URLs()[0], pw, "wrong-"+pw, 1))
 	note(err)
 
 	mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/redlockotel"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -331,7 +332,7 @@ func TestNoPasswordInAnyAttribute(t *testing.T) {
 	const pw = "s3cret-Pa55-otel"
 	c := testutil.StartRedis(t, 3, testutil.WithPassword(pw), testutil.WithConfig("appendonly no"))
 	ctx := testutil.Context(t)
-	nodes, err := redlock.Dial(ctx, c.URLs()...)
+	nodes, err := redisnode.Dial(ctx, c.URLs()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })
 	tel := newTelemetry(t)

@@ -2,6 +2,9 @@ package rueidisnode_test
 
 import (
 	"context"
+	"os/exec"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,8 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/rueidisnode"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -61,6 +66,64 @@ func TestLockerOverRueidisNodes(t *testing.T) {
 			require.NotEqual(t, "redlock:{orders}", k, "the lock key is released on %s", s.Addr())
 		}
 	}
+}
+
+// TestTheNodeNeedsNoGoRedis: package rueidisnode, and every package it
+// depends on (redlock, scripts, fencing included), imports no go-redis: a
+// rueidis user's build has no second Redis client. (Its tests import
+// testutil, which starts the servers with go-redis.)
+func TestTheNodeNeedsNoGoRedis(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/redis/rueidis")
+	require.Contains(t, deps, "github.com/e6344662/go-redlock/redlock")
+	for _, d := range deps {
+		require.False(t, strings.HasPrefix(d, "github.com/redis/go-redis"), "rueidisnode depends on %s", d)
+	}
+}
+
+// goroutine returns the calling goroutine's number, from its stack's
+// first line ("goroutine N [running]:").
+func goroutine() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	return strings.Fields(string(buf))[1]
+}
+
+// callerNode records the goroutines that call its Eval; it forwards
+// BoundedByContext, as its embedded Node's.
+type callerNode struct {
+	*rueidisnode.Node
+	mu      sync.Mutex
+	callers map[string]bool
+}
+
+func (n *callerNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
+	n.mu.Lock()
+	n.callers[goroutine()] = true
+	n.mu.Unlock()
+	return n.Node.Eval(ctx, s, keys, args...)
+}
+
+// TestALoneNodeIsCalledInline: a Locker over one rueidis node takes,
+// fences and releases a lock, calling the node in the caller's goroutine:
+// the node says its calls are bounded by their contexts (NodeBounded).
+func TestALoneNodeIsCalledInline(t *testing.T) {
+	c := testutil.StartRedis(t, 1)
+	n := &callerNode{Node: dial(t, c.URLs()[0]), callers: map[string]bool{}}
+	l := newLocker(t, []redlock.Node{n}, testConfig())
+	ctx := context.Background()
+	first, err := l.TryAcquire(ctx, "solo")
+	require.NoError(t, err)
+	require.NoError(t, first.Release(ctx))
+	second, err := l.TryAcquire(ctx, "solo")
+	require.NoError(t, err)
+	require.Greater(t, second.Fence(), first.Fence())
+	require.NoError(t, second.Release(ctx))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	require.Equal(t, map[string]bool{goroutine(): true}, n.callers, "every call in the test's goroutine")
 }
 
 // TestContendedHandOverOverRueidisNodes: workers on separate Lockers (as

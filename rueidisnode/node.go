@@ -37,7 +37,11 @@ type Node struct {
 	up    upCache
 }
 
-var _ redlock.Node = (*Node)(nil)
+var (
+	_ redlock.Node        = (*Node)(nil)
+	_ redlock.NodeDB      = (*Node)(nil)
+	_ redlock.NodeBounded = (*Node)(nil)
+)
 
 // Dial connects to the standalone server named by url (redis://, rediss://
 // or unix://, with rueidis's query options: rueidis.ParseURL) and returns a
@@ -48,10 +52,10 @@ func Dial(url string) (*Node, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidURL, err)
 	}
 	if len(opt.InitAddress) != 1 {
-		return nil, fmt.Errorf("%w: a node is one standalone server (got %d addresses); use redlock.Dial for a Cluster or Sentinel", ErrInvalidURL, len(opt.InitAddress))
+		return nil, fmt.Errorf("%w: a node is one standalone server (got %d addresses); use redisnode.Dial for a Cluster or Sentinel", ErrInvalidURL, len(opt.InitAddress))
 	}
 	if opt.Sentinel.MasterSet != "" {
-		return nil, fmt.Errorf("%w: a Sentinel group (master_set) is not supported; use redlock.Dial", ErrInvalidURL)
+		return nil, fmt.Errorf("%w: a Sentinel group (master_set) is not supported; use redisnode.Dial", ErrInvalidURL)
 	}
 	return New(opt)
 }
@@ -114,6 +118,11 @@ func (n *Node) Addr() string { return n.addr }
 // from the URL's path or db= option (0 by default). The Locker's data-loss
 // rule names its marker key after it.
 func (n *Node) DB() int { return n.db }
+
+// BoundedByContext implements redlock.NodeBounded: it reports true, for
+// every call returns by its context's end (Eval). A Locker whose only node
+// this is calls it in the caller's goroutine.
+func (n *Node) BoundedByContext() bool { return true }
 
 // Client returns the rueidis client behind the node.
 func (n *Node) Client() rueidis.Client { return n.client }

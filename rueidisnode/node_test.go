@@ -41,7 +41,7 @@ type redisError interface {
 
 // TestEvalRepliesMatchTheContract runs scripts returning every kind of
 // reply on a real server, through the rueidis Node and through redlock's
-// go-redis RedisNode (the contract's reference), and checks the rueidis
+// go-redis redisnode.Node (the contract's reference), and checks the rueidis
 // Node's reply is the contract's type and value, and the same as go-redis's
 // where the contract names it.
 func TestEvalRepliesMatchTheContract(t *testing.T) {
@@ -54,7 +54,7 @@ func TestEvalRepliesMatchTheContract(t *testing.T) {
 		args      []any
 		want      any
 		wantErr   string // the server's full text; "" for none
-		sameAsRef bool   // go-redis's RedisNode decodes it the same way
+		sameAsRef bool   // redisnode.Node decodes it the same way
 	}{
 		{name: "integer", src: "return 42", want: int64(42), sameAsRef: true},
 		{name: "negative integer", src: "return -7", want: int64(-7), sameAsRef: true},

@@ -14,7 +14,7 @@
 // marker (trust.lua): a replica answers an error starting "REPLICA", a
 // node that may have lost data refuses {3, ms, why}. A Script is a plain value, built once when the
 // package loads: its source and the SHA1 digest that names it to EVALSHA.
-// A transport (redlock.RedisNode) runs it with EVALSHA and falls back to
+// A transport (redisnode.Node) runs it with EVALSHA and falls back to
 // EVAL when the server's script cache does not have it (after a restart or
 // SCRIPT FLUSH). docs/design.md §3 and §4 describe the keys and what each
 // script guarantees.

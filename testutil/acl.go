@@ -45,7 +45,7 @@ func LockerACL(keyPrefix string) []string {
 }
 
 // StoreACL returns the ACL rules of the least-privileged user a
-// fencing.Store needs on the protected resource's Redis server: keys under
+// redisfence.Store needs on the protected resource's Redis server: keys under
 // prefix only; EVALSHA and EVAL for the fenced write (which calls GET and
 // SET), MULTI, GET and EXEC for reads, PING, and what go-redis sends when it
 // connects. Like LockerACL, the rules start with "reset".

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 const (
@@ -84,5 +85,12 @@ func (s *clientSet[C]) all() []C {
 	return slices.Clone(s.clients)
 }
 
+// nodeOptions turns a client's options into a redlock node's: RESP2, as
+// redisnode.Dial's clients speak unless told otherwise.
+func nodeOptions(o *redis.Options) *redis.Options {
+	o.Protocol = 2
+	return o
+}
+
 // newNode wraps c in a redlock node.
-func newNode(c *redis.Client) redlock.Node { return redlock.NewRedisNode(c) }
+func newNode(c *redis.Client) redlock.Node { return redisnode.New(c) }

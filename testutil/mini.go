@@ -124,7 +124,7 @@ func (c *MiniCluster) Addrs() []string {
 }
 
 // URLs returns a redis:// URL for every node, in node order, as accepted by
-// redlock.Dial and the CLI.
+// redisnode.Dial and the CLI.
 func (c *MiniCluster) URLs() []string {
 	urls := make([]string, len(c.servers))
 	for i, s := range c.servers {
@@ -140,8 +140,9 @@ func (c *MiniCluster) Client(i int) *redis.Client {
 }
 
 // Nodes returns one redlock node per server, in node order, each over a new
-// client with 200ms dial, read and write timeouts and no retries, so a dead
-// or failing node costs one fast error. Each call returns new clients (like
+// client with 200ms dial, read and write timeouts, no retries and RESP2 (as
+// redisnode.Dial's clients), so a dead or failing node costs one fast
+// error. Each call returns new clients (like
 // a separate process would have); the cluster closes them all at cleanup.
 //
 // A go-redis client that failed PoolSize dials in a row (10 per CPU) stops
@@ -150,7 +151,7 @@ func (c *MiniCluster) Client(i int) *redis.Client {
 func (c *MiniCluster) Nodes() []redlock.Node {
 	nodes := make([]redlock.Node, len(c.servers))
 	for i := range c.servers {
-		nodes[i] = newNode(c.Client(i))
+		nodes[i] = newNode(c.clients.add(redis.NewClient(nodeOptions(FastFailOptions(c.server(i).addr, "", miniTimeout)))))
 	}
 	return nodes
 }

@@ -564,7 +564,7 @@ func (s *RedisServer) Addr() string { return s.addr }
 func (s *RedisServer) Port() int { return s.port }
 
 // URL returns the server's redis:// URL (rediss:// with WithTLS), with the
-// password if one was set with WithPassword, as accepted by redlock.Dial and
+// password if one was set with WithPassword, as accepted by redisnode.Dial and
 // the CLI.
 func (s *RedisServer) URL() string {
 	u := url.URL{Scheme: "redis", Host: s.addr}
@@ -596,9 +596,15 @@ func (s *RedisServer) Client() *redis.Client {
 	return s.clients.add(redis.NewClient(opts))
 }
 
-// Node returns a redlock node over a new client like Client's; the server
-// closes it at cleanup.
-func (s *RedisServer) Node() redlock.Node { return newNode(s.Client()) }
+// Node returns a redlock node over a new client like Client's, speaking
+// RESP2 as redisnode.Dial's do; the server closes it at cleanup.
+func (s *RedisServer) Node() redlock.Node {
+	opts := nodeOptions(FastFailOptions(s.addr, s.password, redisTimeout))
+	if s.tlsConf != nil {
+		opts.TLSConfig = s.tlsConf.Clone()
+	}
+	return newNode(s.clients.add(redis.NewClient(opts)))
+}
 
 // Do runs one raw command on the server through a shared client (for
 // example Do(ctx, "CONFIG", "GET", "maxmemory-policy")).

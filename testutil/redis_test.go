@@ -15,6 +15,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -175,7 +176,7 @@ func TestRedisWithPassword(t *testing.T) {
 	defer func() { require.NoError(t, anon.Close()) }()
 	require.ErrorContains(t, anon.Ping(ctx).Err(), "NOAUTH")
 
-	nodes, err := redlock.Dial(ctx, s.URL())
+	nodes, err := redisnode.Dial(ctx, s.URL())
 	require.NoError(t, err)
 	require.NoError(t, nodes.Close())
 }

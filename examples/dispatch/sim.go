@@ -15,6 +15,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -153,7 +154,7 @@ type proc struct {
 	slot    int
 	owner   string
 	gate    *testutil.Gate
-	nodes   redlock.Nodes
+	nodes   redisnode.Nodes
 	locker  *redlock.Locker
 	elector *redlock.Elector
 
@@ -287,13 +288,13 @@ func (s *sim) supervise(ctx context.Context, slot int) {
 
 // start launches a new process for slot: new connections, Locker, Elector.
 func (s *sim) start(ctx context.Context, slot, gen int) (*proc, error) {
-	nodes, err := redlock.Dial(ctx, s.urls...)
+	nodes, err := redisnode.Dial(ctx, s.urls...)
 	if err != nil {
 		return nil, err
 	}
 	g := &testutil.Gate{}
 	for _, n := range nodes {
-		n.(*redlock.RedisNode).Client().AddHook(g)
+		n.(*redisnode.Node).Client().AddHook(g)
 	}
 	owner := "w" + strconv.Itoa(slot)
 	if gen > 1 {

@@ -19,7 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 func main() {
@@ -34,7 +36,7 @@ func run() error {
 	redis.SetLogger(quiet{}) // node 3 is killed on purpose below
 
 	// Three independent lock nodes. In production these are three Redis
-	// servers on separate machines: redlock.Dial(ctx, "redis://a:6379", ...).
+	// servers on separate machines: redisnode.Dial(ctx, "redis://a:6379", ...).
 	var urls []string
 	var servers []*miniredis.Miniredis
 	for range 3 {
@@ -46,7 +48,7 @@ func run() error {
 		servers = append(servers, s)
 		urls = append(urls, "redis://"+s.Addr())
 	}
-	nodes, err := redlock.Dial(ctx, urls...)
+	nodes, err := redisnode.Dial(ctx, urls...)
 	if err != nil {
 		return err
 	}
@@ -66,7 +68,7 @@ func run() error {
 	defer res.Close()
 	resClient := redis.NewClient(&redis.Options{Addr: res.Addr()})
 	defer resClient.Close()
-	store := fencing.NewStore(resClient, "app:")
+	store := redisfence.New(resClient, "app:")
 
 	fmt.Printf("3 lock nodes, quorum %d; lease %s\n\n", locker.Quorum(), locker.Config().LeaseDuration)
 

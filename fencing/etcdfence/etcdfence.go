@@ -19,7 +19,7 @@
 // A stale write gets a *fencing.StaleError (possibly wrapped) carrying the
 // refused token and the highest accepted, which errors.Is(err,
 // fencing.ErrStaleToken) finds. An equal token is accepted: the same
-// holder may write several times with its token, as fencing.Store and
+// holder may write several times with its token, as redisfence.Store and
 // fencing.Fence allow. Only this package should write fence keys: a fence
 // key holding anything else makes fenced writes fail, and deleting one
 // lets a stale holder back in.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/e6344662/go-redlock/fencing"
 	"github.com/e6344662/go-redlock/fencing/fencetest"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -69,8 +70,8 @@ func TestFenceConforms(t *testing.T) {
 	fencetest.Run(t, fencetest.NewLocker(t), &fenceResource{})
 }
 
-// storeResource is fencing.Store on a Redis server.
-type storeResource struct{ s *fencing.Store }
+// storeResource is redisfence.Store on a Redis server.
+type storeResource struct{ s *redisfence.Store }
 
 func (r storeResource) Write(ctx context.Context, key, value string, t fencing.Token) error {
 	return r.s.Write(ctx, key, value, t)
@@ -91,7 +92,7 @@ func TestStoreConforms(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			client := c.client(t)
-			fencetest.Run(t, fencetest.NewLocker(t), storeResource{fencing.NewStore(client, "resource:")})
+			fencetest.Run(t, fencetest.NewLocker(t), storeResource{redisfence.New(client, "resource:")})
 		})
 	}
 }

@@ -1,6 +1,6 @@
 // Package fencetest is a conformance kit for fenced resources: any
 // resource that checks redlock's fencing tokens, ours (fencing.Fence,
-// fencing.Store, fencing.Middleware, the PostgreSQL and etcd adapters) or
+// redisfence.Store, fencing.Middleware, the PostgreSQL and etcd adapters) or
 // your own, runs Run against a real redlock Locker to show that it keeps
 // a holder whose lease has ended from doing harm.
 //

@@ -26,7 +26,7 @@
 // A stale write gets a *fencing.StaleError (possibly wrapped) carrying the
 // refused token and the highest accepted, which errors.Is(err,
 // fencing.ErrStaleToken) finds. An equal token is accepted: the same holder
-// may write several times with its token, as fencing.Store and
+// may write several times with its token, as redisfence.Store and
 // fencing.Fence allow.
 //
 // Tokens are stored as bigint: a token above 9223372036854775807 is refused

@@ -13,6 +13,7 @@ import (
 
 	"github.com/e6344662/go-redlock/internal/loadgen"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // Bench limits and defaults.
@@ -235,7 +236,7 @@ func (b *bench) run(parent context.Context) error {
 }
 
 // serverCounts reads the servers' counters, bounded by the call timeout.
-func (b *bench) serverCounts(ctx context.Context, nodes redlock.Nodes) (serverCounts, bool) {
+func (b *bench) serverCounts(ctx context.Context, nodes redisnode.Nodes) (serverCounts, bool) {
 	ctx, cancel := context.WithTimeout(ctx, b.app.g.callTimeout())
 	defer cancel()
 	return readServerCounts(ctx, nodes)
@@ -244,7 +245,7 @@ func (b *bench) serverCounts(ctx context.Context, nodes redlock.Nodes) (serverCo
 // connect makes the Lockers: one shared, or one per client with its own
 // connections, and returns the first one's nodes. closeAll releases what
 // they hold and closes them.
-func (b *bench) connect(ctx context.Context, urls []string) ([]*redlock.Locker, redlock.Nodes, func(), error) {
+func (b *bench) connect(ctx context.Context, urls []string) ([]*redlock.Locker, redisnode.Nodes, func(), error) {
 	n := 1
 	if b.o.lockers == lockersPerClient {
 		n = b.o.clients

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // serverCounts is what the nodes' servers counted so far, summed over the
@@ -38,9 +38,9 @@ type serverCost struct {
 
 // readServerCounts reads the counters of every node's servers. It reports
 // false when one of them cannot say (a node that is down, a stand-in such
-// as miniredis without INFO commandstats, a node that is not a RedisNode):
+// as miniredis without INFO commandstats, a node that is not a redisnode.Node):
 // a sum over part of the nodes would mislead.
-func readServerCounts(ctx context.Context, nodes redlock.Nodes) (serverCounts, bool) {
+func readServerCounts(ctx context.Context, nodes redisnode.Nodes) (serverCounts, bool) {
 	var (
 		mu  sync.Mutex
 		sum serverCounts
@@ -67,7 +67,7 @@ func readServerCounts(ctx context.Context, nodes redlock.Nodes) (serverCounts, b
 		return nil
 	}
 	for _, n := range nodes {
-		rn, isRedis := n.(*redlock.RedisNode)
+		rn, isRedis := n.(*redisnode.Node)
 		if !isRedis {
 			return serverCounts{}, false
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 )
 
@@ -45,7 +46,7 @@ type demo struct {
 	nodes    []*miniredis.Miniredis
 	addrs    []string // of nodes, kept: a closed miniredis has none
 	resource *miniredis.Miniredis
-	store    *fencing.Store
+	store    *redisfence.Store
 
 	mu       sync.Mutex // guards what follows, and the output
 	clients  []*redis.Client

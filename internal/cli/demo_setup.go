@@ -9,8 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // startServers starts the lock nodes and the resource server.
@@ -23,7 +24,7 @@ func (d *demo) startServers() error {
 	for _, m := range d.nodes {
 		d.addrs = append(d.addrs, m.Addr())
 	}
-	d.store = fencing.NewStore(d.client(d.resource.Addr()), "demo:")
+	d.store = redisfence.New(d.client(d.resource.Addr()), "demo:")
 	return nil
 }
 
@@ -77,7 +78,7 @@ type demoWorker struct {
 func (d *demo) newWorker(name string) (*demoWorker, error) {
 	nodes := make([]redlock.Node, len(d.nodes))
 	for i, addr := range d.addrs {
-		nodes[i] = redlock.NewRedisNode(d.client(addr))
+		nodes[i] = redisnode.New(d.client(addr))
 	}
 	l, err := redlock.New(nodes, redlock.Config{
 		LeaseDuration:   demoLease,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestDocsShowRealFencingTokens(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
 	ctx := testutil.Context(t)
-	nodes, err := redlock.Dial(ctx, c.URLs()...)
+	nodes, err := redisnode.Dial(ctx, c.URLs()...)
 	require.NoError(t, err)
 	defer nodes.Close()
 	l, err := redlock.New(nodes, redlock.Config{LeaseDuration: 5 * time.Second})

@@ -131,7 +131,7 @@ type doctorNode struct {
 	client redis.UniversalClient
 }
 
-// doctorNodes parses every URL with nodeurl.Parse, the parser redlock.Dial
+// doctorNodes parses every URL with nodeurl.Parse, the parser redisnode.Dial
 // uses, and builds its client without connecting. A URL it rejects is a
 // usage error; its password never appears.
 func doctorNodes(urls []string) ([]*doctorNode, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -101,7 +102,7 @@ func TestE2EVerifyPrefixInUse(t *testing.T) {
 }
 
 // aliasNode is a node under another name: a deployment that lists one
-// server twice, which redlock.Dial and redlock.New refuse, made by hand.
+// server twice, which redisnode.Dial and redlock.New refuse, made by hand.
 type aliasNode struct {
 	redlock.Node
 	addr string
@@ -119,11 +120,11 @@ func (n aliasNode) Addr() string { return n.addr }
 // server's vote counts twice and each half has its own majority.
 func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 	t.Parallel()
-	mutants := map[string]func(nodes redlock.Nodes) [][]redlock.Node{
-		"split brain": func(nodes redlock.Nodes) [][]redlock.Node {
+	mutants := map[string]func(nodes redisnode.Nodes) [][]redlock.Node{
+		"split brain": func(nodes redisnode.Nodes) [][]redlock.Node {
 			return [][]redlock.Node{{nodes[0]}, {nodes[1]}}
 		},
-		"one server listed twice": func(nodes redlock.Nodes) [][]redlock.Node {
+		"one server listed twice": func(nodes redisnode.Nodes) [][]redlock.Node {
 			twice := func(n redlock.Node) redlock.Node { return aliasNode{n, n.Addr() + "-again"} }
 			return [][]redlock.Node{{nodes[0], twice(nodes[0]), nodes[1]}, {nodes[2], twice(nodes[2]), nodes[1]}}
 		},
@@ -134,7 +135,7 @@ func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 			c := testutil.StartRedis(t, 3)
 			var stdout, stderr bytes.Buffer
 			a := &App{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
-			a.verifyLockers = func(nodes redlock.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error) {
+			a.verifyLockers = func(nodes redisnode.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error) {
 				var out []*redlock.Locker
 				for _, set := range sets(nodes) {
 					l, err := redlock.New(set, cfg)

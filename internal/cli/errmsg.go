@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // maxMessage caps a message on stderr; node errors can be long.
@@ -104,7 +105,7 @@ func plainReason(err error) string {
 	switch {
 	case isUnknownMaster(err):
 		return unknownMasterReason
-	case errors.Is(err, redlock.ErrTLSHandshake):
+	case errors.Is(err, redisnode.ErrTLSHandshake):
 		// Its own words: which (failed, timed out) and the hint.
 		return strings.Join(strings.Fields(unwrapNode(err).Error()), " ")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -232,7 +232,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 }
 
 // checkURL rejects a node URL that nodeurl.Parse, the one parser of node
-// URLs (the library's, which redlock.Dial uses), would refuse, or that
+// URLs (the library's, which redisnode.Dial uses), would refuse, or that
 // names a port out of range, before any network traffic. The commonest
 // mistakes get a message of their own (a missing scheme, white space, a
 // foreign scheme, no host); the rest is the parser's reason. Messages show

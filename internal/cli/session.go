@@ -5,11 +5,12 @@ import (
 	"errors"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // session is a connection to the nodes and a Locker over them.
 type session struct {
-	nodes  redlock.Nodes
+	nodes  redisnode.Nodes
 	locker *redlock.Locker
 }
 
@@ -32,7 +33,7 @@ func (a *App) connectURLs(ctx context.Context, urls []string) (*session, error) 
 	}
 	dctx, cancel := context.WithTimeout(ctx, a.g.callTimeout())
 	defer cancel()
-	nodes, err := redlock.Dial(dctx, urls...)
+	nodes, err := redisnode.Dial(dctx, urls...)
 	if err != nil {
 		return nil, opError(ctx, err, len(urls))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/e6344662/go-redlock/internal/redact"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // statusNode is one node's entry in the --json output of status.
@@ -143,7 +144,7 @@ func (a *App) status(ctx context.Context, s *session, resource string, indep []s
 // another's (doctor's independent check; a replica is never a vote). A
 // server that does not answer in timeout is left out: status shows its
 // error anyway.
-func independence(ctx context.Context, nodes redlock.Nodes, timeout time.Duration) []string {
+func independence(ctx context.Context, nodes redisnode.Nodes, timeout time.Duration) []string {
 	ids := make([][]serverIdentity, len(nodes))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -155,7 +156,7 @@ func independence(ctx context.Context, nodes redlock.Nodes, timeout time.Duratio
 		}
 	}
 	for i, n := range nodes {
-		rn, ok := n.(*redlock.RedisNode)
+		rn, ok := n.(*redisnode.Node)
 		if !ok {
 			continue
 		}

@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // verify's defaults and limits.
@@ -174,9 +176,9 @@ type verifier struct {
 // verifyLockers, when set (by tests), makes the Lockers of verify's
 // clients over the session's nodes instead of one Locker per client over
 // all of them: a test makes a broken deployment with it.
-type verifyLockersFunc func(nodes redlock.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error)
+type verifyLockersFunc func(nodes redisnode.Nodes, cfg redlock.Config, clients int) ([]*redlock.Locker, error)
 
-// verifyRegister is the fenced register: fencing.Store on a node, or
+// verifyRegister is the fenced register: redisfence.Store on a node, or
 // memRegister.
 type verifyRegister interface {
 	Read(ctx context.Context, key string) (value string, highest fencing.Token, found bool, err error)
@@ -246,11 +248,11 @@ func (v *verifier) connect(ctx context.Context) error {
 	if v.o.reg == registerMemory {
 		v.register = newMemRegister()
 	} else {
-		rn, ok := s.nodes[0].(*redlock.RedisNode)
+		rn, ok := s.nodes[0].(*redisnode.Node)
 		if !ok {
 			return usageErrorf("--register node needs a Redis node first in --nodes")
 		}
-		v.register = fencing.NewStore(rn.Client(), a.g.prefix+"register:")
+		v.register = redisfence.New(rn.Client(), a.g.prefix+"register:")
 	}
 	return nil
 }
@@ -424,7 +426,7 @@ func (v *verifier) cleanupAll(ctx context.Context) (int, error) {
 func (v *verifier) cleanup(ctx context.Context) { _, _ = v.cleanupAll(ctx) }
 
 // memRegister is a fenced register in this process's memory, with the
-// semantics of fencing.Store.
+// semantics of redisfence.Store.
 type memRegister struct {
 	mu   sync.Mutex
 	vals map[string]memValue

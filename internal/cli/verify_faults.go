@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 // faultRun is the fault injector of a run: it ends with the run.
@@ -65,9 +66,9 @@ func (v *verifier) startFaults(ctx context.Context) *faultRun {
 }
 
 // nodeClient returns node's go-redis client, or nil when it is not a
-// RedisNode.
+// redisnode.Node.
 func nodeClient(n redlock.Node) redis.UniversalClient {
-	if rn, ok := n.(*redlock.RedisNode); ok {
+	if rn, ok := n.(*redisnode.Node); ok {
 		return rn.Client()
 	}
 	return nil
@@ -136,7 +137,7 @@ func clientIDsNamed(list, name string) []string {
 }
 
 // scanPrefix returns up to limit keys under prefix, over every node.
-func scanPrefix(ctx context.Context, nodes redlock.Nodes, prefix string, limit int) ([]string, error) {
+func scanPrefix(ctx context.Context, nodes redisnode.Nodes, prefix string, limit int) ([]string, error) {
 	var found []string
 	var mu sync.Mutex
 	for _, n := range nodes {
@@ -168,7 +169,7 @@ func scanPrefix(ctx context.Context, nodes redlock.Nodes, prefix string, limit i
 
 // deletePrefix deletes every key under prefix on every node and returns
 // how many it deleted.
-func deletePrefix(ctx context.Context, nodes redlock.Nodes, prefix string) (int, error) {
+func deletePrefix(ctx context.Context, nodes redisnode.Nodes, prefix string) (int, error) {
 	total := 0
 	var mu sync.Mutex
 	var errs []error

@@ -64,7 +64,7 @@ func TestValidityOverlaps(t *testing.T) {
 	}
 }
 
-// TestMemRegister: the in-memory register follows fencing.Store: a token
+// TestMemRegister: the in-memory register follows redisfence.Store: a token
 // not below the fence is accepted, a lower one is stale with the fence.
 func TestMemRegister(t *testing.T) {
 	ctx := context.Background()

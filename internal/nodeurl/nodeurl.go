@@ -1,6 +1,6 @@
 // Package nodeurl parses the URL of one Redlock node: a standalone Redis
 // server, a Redis Cluster, or a primary managed by Redis Sentinel. It is
-// the one parser of node URLs, used by redlock.Dial and by redlock-cli
+// the one parser of node URLs, used by redisnode.Dial and by redlock-cli
 // (including doctor), and it leaves the syntax of each kind to go-redis's
 // own parser:
 //

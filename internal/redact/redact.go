@@ -1,6 +1,6 @@
 // Package redact hides secrets in text meant for people: passwords in Redis
 // node URLs, and whole lock tokens. It is the project's one redactor:
-// redlock.Dial and every error, log line and JSON field of redlock-cli go
+// redisnode.Dial and every error, log line and JSON field of redlock-cli go
 // through it, so that one set of rules decides what is a secret.
 //
 // The rules are conservative. A URL need not parse for its password to be

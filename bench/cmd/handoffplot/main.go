@@ -37,6 +37,7 @@ import (
 	"github.com/e6344662/go-redlock/bench/internal/redisproc"
 	"github.com/e6344662/go-redlock/bench/internal/stats"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 )
 
 func main() {
@@ -91,7 +92,7 @@ func run(out, csvDir, addrs string, nodes, workers int, hold, duration time.Dura
 	}()
 	var ns []redlock.Node
 	for _, c := range newClients() {
-		ns = append(ns, redlock.NewRedisNode(c))
+		ns = append(ns, redisnode.New(c))
 	}
 	rl, err := impls.Redlock("redlock", ns, impls.Wait, true)
 	if err != nil {

@@ -3,7 +3,7 @@
 // N = 1, 3, 5 nodes × 1, 64, 256 goroutines, a fresh name per operation,
 // TryAcquire + Release (one attempt: a try-style op for every peer), for
 //
-//	ours      this repository's Locker, redlock.Config{} (the default), over redlock.Dial's go-redis nodes
+//	ours      this repository's Locker, redlock.Config{} (the default), over redisnode.Dial's go-redis nodes
 //	oursR     the same Locker over rueidisnode (rueidis, auto-pipelined)
 //	redsync   go-redsync v4, one try
 //	bsm       bsm/redislock (N=1 only)
@@ -58,6 +58,7 @@ import (
 	"github.com/e6344662/go-redlock/bench/internal/redisproc"
 	"github.com/e6344662/go-redlock/bench/internal/stats"
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/rueidisnode"
 )
 
@@ -131,14 +132,14 @@ type env struct {
 	goClients []*redis.Client  // PoolSize 256, the peers' and floor's
 	rueidis   []rueidis.Client // floorR's
 	rNodes    []*rueidisnode.Node
-	rNodesF   []*rueidisnode.Node   // with -rflush
-	ourNodes  map[int]redlock.Nodes // redlock.Dial's, per N
+	rNodesF   []*rueidisnode.Node     // with -rflush
+	ourNodes  map[int]redisnode.Nodes // redisnode.Dial's, per N
 	admin     []*redis.Client
 	tag       string // run tag: names never collide with an earlier run's
 }
 
 func newEnv(ctx context.Context, servers []*redisproc.Server) (*env, error) {
-	e := &env{ourNodes: map[int]redlock.Nodes{}, tag: strconv.FormatInt(time.Now().UnixNano()%1e9, 36)}
+	e := &env{ourNodes: map[int]redisnode.Nodes{}, tag: strconv.FormatInt(time.Now().UnixNano()%1e9, 36)}
 	for _, s := range servers {
 		e.addrs = append(e.addrs, s.Addr)
 		e.goClients = append(e.goClients, goClient(s.Addr))
@@ -166,7 +167,7 @@ func newEnv(ctx context.Context, servers []*redisproc.Server) (*env, error) {
 		for i := range n {
 			urls[i] = "redis://" + e.addrs[i]
 		}
-		nodes, err := redlock.Dial(ctx, urls...)
+		nodes, err := redisnode.Dial(ctx, urls...)
 		if err != nil {
 			return e, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
@@ -398,19 +399,19 @@ func token() string {
 
 // Unbatched returns nodes whose Eval is EVALSHA on the node's client,
 // then EVAL when the server lacks the script (as go-redis's Script.Run
-// does), one round trip per call: RedisNode's transport before it
+// does), one round trip per call: redisnode.Node's transport before it
 // batched concurrent calls (issue 24), as the baseline of the batching.
 // Everything else (Uptime, Subscribe, the bound on calls) is the
-// RedisNode's own.
+// redisnode.Node's own.
 func Unbatched(nodes []redlock.Node) []redlock.Node {
 	out := make([]redlock.Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = unbatchedNode{n.(*redlock.RedisNode)}
+		out[i] = unbatchedNode{n.(*redisnode.Node)}
 	}
 	return out
 }
 
-type unbatchedNode struct{ *redlock.RedisNode }
+type unbatchedNode struct{ *redisnode.Node }
 
 func (n unbatchedNode) Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error) {
 	c := n.Client()

@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/e6344662/go-redlock/scripts"
 )
 
-// A RedisNode's transport batches concurrent script calls: many goroutines
+// A Node's transport batches concurrent script calls: many goroutines
 // acquiring, renewing and releasing at once share a round trip to the node
 // (one pipeline: one write and one read on one connection) instead of
 // paying one each. It is adaptive, so that a lone caller pays nothing: a
@@ -123,7 +123,9 @@ func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []strin
 		b.mu.Unlock()
 		return reply, err
 	}
-	c := &evalCall{ctx: ctx, until: replyBound(ctx), script: script, keys: keys, args: args, done: make(chan struct{})}
+	// The call outlives its caller when the caller leaves at its deadline
+	// while a flusher writes it: it keeps keys of its own.
+	c := &evalCall{ctx: ctx, until: replyBound(ctx), script: script, keys: slices.Clone(keys), args: args, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	select {
@@ -236,7 +238,7 @@ func (b *batcher) send(batch []*evalCall) {
 		return
 	}
 	cmds := b.pipeline(live, func(ctx context.Context, p redis.Pipeliner, c *evalCall) *redis.Cmd {
-		return p.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		return process(ctx, p, evalSha, shaArg(c.script), c.keys, c.args)
 	})
 	var again []*evalCall
 	for i, c := range live {
@@ -251,7 +253,7 @@ func (b *batcher) send(batch []*evalCall) {
 		return
 	}
 	cmds = b.pipeline(again, func(ctx context.Context, p redis.Pipeliner, c *evalCall) *redis.Cmd {
-		return p.Eval(ctx, c.script.Source(), c.keys, c.args...)
+		return process(ctx, p, eval, c.script.Source(), c.keys, c.args)
 	})
 	for i, c := range again {
 		c.reply, c.err = cmds[i].Result()
@@ -276,14 +278,58 @@ func sendable(dst, calls []*evalCall) []*evalCall {
 // run runs script alone: EVALSHA, then EVAL when the server answers
 // NOSCRIPT (its script cache lacks the script: after a restart or SCRIPT
 // FLUSH).
-func run(ctx context.Context, c redis.Scripter, script *scripts.Script, keys []string, args []any) (any, error) {
-	cmd := c.EvalSha(ctx, script.Hash(), keys, args...)
+func run(ctx context.Context, c processor, script *scripts.Script, keys []string, args []any) (any, error) {
+	cmd := process(ctx, c, evalSha, shaArg(script), keys, args)
 	if noScript(cmd.Err()) && ctx.Err() == nil {
 		// Not after the deadline: the NOSCRIPT reply says the call did
 		// not run.
-		cmd = c.Eval(ctx, script.Source(), keys, args...)
+		cmd = process(ctx, c, eval, script.Source(), keys, args)
 	}
 	return cmd.Result()
+}
+
+// processor sends a command: a client or a pipeline.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// The command names, boxed once.
+var evalSha, eval any = "evalsha", "eval"
+
+// shaArgs holds each script's digest boxed in an interface once
+// (*scripts.Script to any), so that a call does not box it again.
+var shaArgs sync.Map
+
+// shaArg returns script's digest as a command argument.
+func shaArg(script *scripts.Script) any {
+	if v, ok := shaArgs.Load(script); ok {
+		return v
+	}
+	v, _ := shaArgs.LoadOrStore(script, any(script.Hash()))
+	return v
+}
+
+// process sends EVAL or EVALSHA (name) of script (its source or boxed
+// digest) with keys and args through c, and returns the command. It builds
+// the argument list once, as go-redis's EvalSha would, but without boxing
+// each key in an interface: a key goes as a pointer into keys (go-redis
+// writes a *string as the string), so keys must not change until the
+// command is written (a hook that prints commands shows the keys as
+// pointers). The arguments already are interfaces. The key position is
+// given, as EvalSha gives it, for a Redis Cluster's routing.
+func process(ctx context.Context, c processor, name, script any, keys []string, args []any) *redis.Cmd {
+	all := make([]any, 3+len(keys)+len(args))
+	all[0], all[1], all[2] = name, script, len(keys)
+	for i := range keys {
+		all[3+i] = &keys[i]
+	}
+	copy(all[3+len(keys):], args)
+	cmd := redis.NewCmd(ctx, all...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = c.Process(ctx, cmd)
+	return cmd
 }
 
 // noScript reports whether err is the server's NOSCRIPT reply to an

@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/redlock"
 )
 
-// upState is what a RedisNode learned of its server's data: since when it
+// upState is what a Node learned of its server's data: since when it
 // has held it (on this process's monotonic clock) and whether it survives a
 // restart.
 type upState struct {
@@ -51,7 +53,7 @@ type upState struct {
 // cover while a lease is live: docs/design.md §6.2).
 const relearnAfter = 5 * time.Second
 
-// rejoinState is a RedisNode's knowledge of its server's uptime.
+// rejoinState is a Node's knowledge of its server's uptime.
 type rejoinState struct {
 	dials atomic.Uint64
 	stale atomic.Bool
@@ -79,7 +81,7 @@ func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 // watchDials makes the node count the connections its client opens.
-func (n *RedisNode) watchDials() {
+func (n *Node) watchDials() {
 	h := dialHook{&n.rejoin.dials}
 	switch c := n.client.(type) {
 	case *redis.Client:
@@ -99,30 +101,30 @@ func (r *rejoinState) fresh() (upState, bool) {
 	return *st, true
 }
 
-// Uptime implements Node: INFO server (on every primary of a cluster) and
+// Uptime implements redlock.Node: INFO server (on every primary of a cluster) and
 // CONFIG GET append* and maxmemory*, learned once and again after the node
-// opened a connection, a call failed, or relearnAfter passed. A server
+// opened a connection, a call failed, or 5 seconds passed (relearnAfter). A server
 // that does not implement INFO server (a stand-in) reports a zero Since;
 // an ACL that refuses INFO is an error, and so is a server with a
-// maxmemory and a maxmemory-policy allkeys-* (ErrEvictsLocks). The
+// maxmemory and a maxmemory-policy allkeys-* (redlock.ErrEvictsLocks). The
 // data-loss rule itself runs in the scripts (scripts/trust.lua); the rest
 // is for diagnostics and the marker's sharding.
-func (n *RedisNode) Uptime(ctx context.Context) (Uptime, error) {
+func (n *Node) Uptime(ctx context.Context) (redlock.Uptime, error) {
 	st := n.upState(ctx)
 	if st.allKeys != "" {
-		return Uptime{}, fmt.Errorf("%w: %s", ErrEvictsLocks, st.allKeys)
+		return redlock.Uptime{}, fmt.Errorf("%w: %s", redlock.ErrEvictsLocks, st.allKeys)
 	}
 	if !st.checked {
-		return Uptime{Conns: st.dials}, nil
+		return redlock.Uptime{Conns: st.dials}, nil
 	}
 	if st.err != nil {
-		return Uptime{}, st.err
+		return redlock.Uptime{}, st.err
 	}
-	return Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials,
+	return redlock.Uptime{Since: st.since, BootMicros: st.bootUS, Durable: st.durable, Conns: st.dials,
 		Servers: st.servers, Sharded: st.sharded, MayEvict: st.mayEvict}, nil
 }
 
-func (n *RedisNode) upState(ctx context.Context) upState {
+func (n *Node) upState(ctx context.Context) upState {
 	r := &n.rejoin
 	if st, ok := r.fresh(); ok {
 		return st
@@ -134,20 +136,7 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 	}
 	r.stale.Store(false)
 	st := upState{checked: true, dials: r.dials.Load(), at: time.Now()}
-	servers := []redis.Cmdable{n.client}
-	if cc, ok := n.client.(*redis.ClusterClient); ok {
-		servers, st.sharded = nil, true
-		var mu sync.Mutex
-		_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
-			mu.Lock()
-			servers = append(servers, m)
-			mu.Unlock()
-			return nil
-		})
-		if len(servers) == 0 {
-			st.err = errors.New("no cluster primary answered")
-		}
-	}
+	servers := n.servers(ctx, &st)
 	st.durable = len(servers) > 0
 	answered := 0
 	var failed error
@@ -164,15 +153,7 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 			st.checked = false
 		}
 		answered++
-		if s.since.After(st.since) {
-			st.since = s.since
-		}
-		st.bootUS = max(st.bootUS, s.bootUS)
-		st.durable = st.durable && s.durable
-		st.mayEvict = st.mayEvict || s.mayEvict
-		if s.allKeys != "" && st.allKeys == "" {
-			st.allKeys = s.allKeys
-		}
+		st.add(s)
 		if s.runID != "" {
 			runIDs = append(runIDs, s.runID)
 		}
@@ -185,6 +166,43 @@ func (n *RedisNode) upState(ctx context.Context) upState {
 	}
 	r.last.Store(&st)
 	return st
+}
+
+// servers returns the servers holding the node's data: its client's, or
+// every primary of a cluster (st is then sharded, and fails when none
+// answered).
+func (n *Node) servers(ctx context.Context, st *upState) []redis.Cmdable {
+	cc, ok := n.client.(*redis.ClusterClient)
+	if !ok {
+		return []redis.Cmdable{n.client}
+	}
+	st.sharded = true
+	var servers []redis.Cmdable
+	var mu sync.Mutex
+	_ = cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		servers = append(servers, m)
+		mu.Unlock()
+		return nil
+	})
+	if len(servers) == 0 {
+		st.err = errors.New("no cluster primary answered")
+	}
+	return servers
+}
+
+// add merges what one more server of the node said: the latest start, the
+// least durability, any eviction.
+func (st *upState) add(s serverState) {
+	if s.since.After(st.since) {
+		st.since = s.since
+	}
+	st.bootUS = max(st.bootUS, s.bootUS)
+	st.durable = st.durable && s.durable
+	st.mayEvict = st.mayEvict || s.mayEvict
+	if s.allKeys != "" && st.allKeys == "" {
+		st.allKeys = s.allKeys
+	}
 }
 
 // serverState is what one server says of its data: learnServer.
@@ -230,9 +248,16 @@ func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (se
 	// answer came back: the server started at the latest up seconds before
 	// the answer, which is what the delay is counted from.
 	s.since = answered.Add(-time.Duration(up) * time.Second)
-	if refused.Load() {
-		return s, nil
+	if !refused.Load() {
+		learnConfig(ctx, c, refused, &s)
 	}
+	return s, nil
+}
+
+// learnConfig reads a server's persistence and eviction configuration
+// (CONFIG GET append* and maxmemory*) into s; an ACL that refuses it sets
+// refused, and s stays not durable and evicting.
+func learnConfig(ctx context.Context, c redis.Cmdable, refused *atomic.Bool, s *serverState) {
 	aof, err := c.ConfigGet(ctx, "append*").Result()
 	if err == nil {
 		var mem map[string]string
@@ -246,13 +271,12 @@ func learnServer(ctx context.Context, c redis.Cmdable, refused *atomic.Bool) (se
 	if isAuthError(err) {
 		refused.Store(true)
 	}
-	return s, nil
 }
 
-// DB implements NodeDB: the db the node's client selects (0 for a Redis
+// DB implements redlock.NodeDB: the db the node's client selects (0 for a Redis
 // Cluster or a client that does not say), which the data-loss rule's
 // marker key names.
-func (n *RedisNode) DB() int {
+func (n *Node) DB() int {
 	switch c := n.client.(type) {
 	case *redis.Client:
 		return c.Options().DB
@@ -260,4 +284,15 @@ func (n *RedisNode) DB() int {
 		return c.Options().DB
 	}
 	return 0
+}
+
+// isAuthError reports whether err is the server refusing our credentials or
+// permissions (NOPERM, WRONGPASS, NOAUTH): retrying will not help.
+func isAuthError(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH")
 }

@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
-// RedisNode is a Node backed by a go-redis client: the only place where
+// Node is a redlock.Node backed by a go-redis client: the only place where
 // the Locker's calls meet go-redis. All access to lock keys goes through
-// the Lua scripts of package scripts.
-type RedisNode struct {
+// the Lua scripts of package scripts. It is safe for concurrent use.
+type Node struct {
 	client  redis.UniversalClient
 	addr    string
 	bounded bool // the client honours context deadlines
@@ -26,9 +27,13 @@ type RedisNode struct {
 	batch    *batcher
 }
 
-var _ Node = (*RedisNode)(nil)
+var (
+	_ redlock.Node        = (*Node)(nil)
+	_ redlock.NodeDB      = (*Node)(nil)
+	_ redlock.NodeBounded = (*Node)(nil)
+)
 
-// NewRedisNode returns a Node that speaks to the server behind client. The
+// New returns a Node that speaks to the server behind client. The
 // client's own options (timeouts, TLS, pool size) apply. Whatever they are,
 // a Locker never waits for a call longer than its NodeCallTimeout: each
 // call runs on a worker under a context with that deadline, and a call that
@@ -39,9 +44,12 @@ var _ Node = (*RedisNode)(nil)
 // instead, one paused node makes Renew wait up to NodeCallTimeout, Release
 // 0.7-2 s and TryAcquire about twice NodeCallTimeout, and a Sentinel client
 // reaches a new primary only when its connection fails (docs/library.md:
-// set ContextTimeoutEnabled, MaxRetries -1 and DialerRetries 1).
-func NewRedisNode(client redis.UniversalClient) *RedisNode {
-	n := &RedisNode{client: client, addr: clientAddr(client), bounded: honoursContext(client), batch: newBatcher(client)}
+// set ContextTimeoutEnabled, MaxRetries -1, DialerRetries 1 and Protocol 2). The
+// node sends its scripts with the client's Process, the keys of a call as
+// *string arguments (go-redis writes them as the strings): a hook of the
+// client that reads a command's Args sees them so.
+func New(client redis.UniversalClient) *Node {
+	n := &Node{client: client, addr: clientAddr(client), bounded: honoursContext(client), batch: newBatcher(client)}
 	n.watchDials()
 	return n
 }
@@ -58,12 +66,13 @@ func honoursContext(c redis.UniversalClient) bool {
 	return false
 }
 
-// boundedByContext reports whether every call returns by its context's
-// deadline: a Locker with this node alone calls it inline, without a
-// hand-over to a worker.
-func (n *RedisNode) boundedByContext() bool { return n.bounded }
+// BoundedByContext implements redlock.NodeBounded: it reports whether the
+// client honours its context's deadline (ContextTimeoutEnabled, set by
+// Dial), so that every call returns by it. A Locker with this node alone
+// then calls it in the caller's goroutine, without a hand-over to a worker.
+func (n *Node) BoundedByContext() bool { return n.bounded }
 
-// unnamedFailovers numbers the Sentinel clients given to NewRedisNode, whose
+// unnamedFailovers numbers the Sentinel clients given to New, whose
 // options do not say which primary they follow.
 var unnamedFailovers atomic.Int64
 
@@ -85,16 +94,17 @@ func clientAddr(c redis.UniversalClient) string {
 // Addr returns the node's name: the server's host:port (or socket path),
 // cluster(seed,...) for a Redis Cluster, sentinel(master@sentinel,...) for a
 // Sentinel group dialled by Dial, and sentinel#N for a Sentinel client given
-// to NewRedisNode (such a client does not say which primary it follows).
-func (n *RedisNode) Addr() string { return n.addr }
+// to New (such a client does not say which primary it follows).
+func (n *Node) Addr() string { return n.addr }
 
-// Client returns the go-redis client behind the node.
-func (n *RedisNode) Client() redis.UniversalClient { return n.client }
+// Client returns the go-redis client behind the node, for commands of the
+// caller's own (the node does not change what the client is sent).
+func (n *Node) Client() redis.UniversalClient { return n.client }
 
-// Close closes the underlying client.
-func (n *RedisNode) Close() error { return n.client.Close() }
+// Close closes the underlying client: later calls fail.
+func (n *Node) Close() error { return n.client.Close() }
 
-// Eval implements Node: EVALSHA with the script's digest, then EVAL with
+// Eval implements redlock.Node: EVALSHA with the script's digest, then EVAL with
 // its source when the server's script cache lacks the script. Concurrent
 // calls share round trips: while a few calls are in flight on the node, the
 // calls that arrive meanwhile go out together as one pipeline, each with
@@ -104,7 +114,7 @@ func (n *RedisNode) Close() error { return n.client.Close() }
 // for another reason than the server's error reply (the connection failed:
 // the server may be restarting) makes the node learn its server's uptime
 // again before the next Uptime.
-func (n *RedisNode) Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error) {
+func (n *Node) Eval(ctx context.Context, script *scripts.Script, keys []string, args ...any) (any, error) {
 	reply, err := n.batch.eval(ctx, script, keys, args)
 	if err != nil {
 		var rerr redis.Error

@@ -1,4 +1,4 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
@@ -21,14 +22,14 @@ import (
 // (a server error reply) on a key that does not hold an integer.
 var incrScript = scripts.New("incr", `return redis.call('INCR', KEYS[1])`)
 
-// patientNode returns a RedisNode on s whose socket timeouts are long (a
+// patientNode returns a Node on s whose socket timeouts are long (a
 // minute), so that a call to the paused server ends by its context's
 // deadline, or when the server resumes, and not by the client's own
 // timeout. The client is closed when the test ends.
-func patientNode(t *testing.T, s *testutil.RedisServer) *redlock.RedisNode {
+func patientNode(t *testing.T, s *testutil.RedisServer) *redisnode.Node {
 	t.Helper()
 	c := redis.NewClient(testutil.FastFailOptions(s.Addr(), "", time.Minute))
-	n := redlock.NewRedisNode(c)
+	n := redisnode.New(c)
 	t.Cleanup(func() { _ = n.Close() })
 	// Open a connection and load the script before the server pauses.
 	_, err := n.Eval(testutil.Context(t), incrScript, []string{"warm"})
@@ -37,9 +38,9 @@ func patientNode(t *testing.T, s *testutil.RedisServer) *redlock.RedisNode {
 }
 
 // awaitPending waits until n's batcher reports what want says.
-func awaitPending(t *testing.T, n *redlock.RedisNode, what string, want func(queued, flushing, room int) bool) {
+func awaitPending(t *testing.T, n *redisnode.Node, what string, want func(queued, flushing, room int) bool) {
 	t.Helper()
-	require.Eventually(t, func() bool { return want(redlock.NodePending(n)) }, time.Minute, time.Millisecond, what)
+	require.Eventually(t, func() bool { return want(redisnode.Pending(n)) }, time.Minute, time.Millisecond, what)
 }
 
 // evalAsync runs Eval on n on its own goroutine under ctx; the answer
@@ -72,10 +73,10 @@ func TestBatchedCallsReturnByTheirDeadlinesOnAHungNode(t *testing.T) {
 	hold := &holdSingles{release: make(chan struct{})}
 	hung.Client().AddHook(hold)
 	var first []<-chan error
-	for i := range redlock.BatchFlushers {
+	for i := range redisnode.BatchFlushers {
 		first = append(first, evalAsync(ctx, hung, fmt.Sprintf("first:%d", i)))
 	}
-	awaitPending(t, hung, "single calls in flight", func(_, f, _ int) bool { return f == redlock.BatchFlushers })
+	awaitPending(t, hung, "single calls in flight", func(_, f, _ int) bool { return f == redisnode.BatchFlushers })
 	long, cancelLong := context.WithTimeout(ctx, time.Minute)
 	defer cancelLong()
 	const batched = 16
@@ -102,7 +103,7 @@ func TestBatchedCallsReturnByTheirDeadlinesOnAHungNode(t *testing.T) {
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancelShort()
 	var shorts []<-chan error
-	for i := range 3 * redlock.BatchFlushers {
+	for i := range 3 * redisnode.BatchFlushers {
 		shorts = append(shorts, evalAsync(short, hung, fmt.Sprintf("short:%d", i)))
 	}
 	for i := range 8 {
@@ -177,15 +178,15 @@ func TestCancelledCallersLeaveNothing(t *testing.T) {
 	stuck, cancelStuck := context.WithTimeout(ctx, time.Minute)
 	defer cancelStuck()
 	var first []<-chan error
-	for i := range redlock.BatchFlushers {
+	for i := range redisnode.BatchFlushers {
 		first = append(first, evalAsync(stuck, n, fmt.Sprintf("stuck:%d", i)))
 	}
-	awaitPending(t, n, "single calls in flight", func(_, f, _ int) bool { return f == redlock.BatchFlushers })
+	awaitPending(t, n, "single calls in flight", func(_, f, _ int) bool { return f == redisnode.BatchFlushers })
 
 	callers, cancel := context.WithCancel(ctx)
 	defer cancel()
 	const beyond = 50 // callers waiting for room
-	queued := redlock.BatchPending - redlock.BatchFlushers
+	queued := redisnode.BatchPending - redisnode.BatchFlushers
 	var wg sync.WaitGroup
 	errs := make(chan error, queued+beyond)
 	for i := range queued + beyond {
@@ -194,15 +195,15 @@ func TestCancelledCallersLeaveNothing(t *testing.T) {
 			errs <- err
 		})
 	}
-	awaitPending(t, n, "a full queue", func(q, _, r int) bool { return q == queued && r == redlock.BatchPending })
+	awaitPending(t, n, "a full queue", func(q, _, r int) bool { return q == queued && r == redisnode.BatchPending })
 	cancel()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.ErrorIs(t, err, context.Canceled)
 	}
-	q, f, r := redlock.NodePending(n)
-	require.Equal(t, []int{0, redlock.BatchFlushers, redlock.BatchFlushers}, []int{q, f, r}, "queued, in flight, room held")
+	q, f, r := redisnode.Pending(n)
+	require.Equal(t, []int{0, redisnode.BatchFlushers, redisnode.BatchFlushers}, []int{q, f, r}, "queued, in flight, room held")
 
 	require.NoError(t, c.Server(0).Resume())
 	for _, done := range first {
@@ -235,15 +236,15 @@ func TestABatchRunsEachCallOnItsOwn(t *testing.T) {
 		reply any
 		err   error
 	}
-	answers := make([]answer, calls+redlock.BatchFlushers)
+	answers := make([]answer, calls+redisnode.BatchFlushers)
 	var wg sync.WaitGroup
-	for i := range redlock.BatchFlushers {
+	for i := range redisnode.BatchFlushers {
 		wg.Go(func() {
 			r, err := n.Eval(ctx, incrScript, []string{fmt.Sprintf("first:%d", i)})
 			answers[calls+i] = answer{r, err}
 		})
 	}
-	awaitPending(t, n, "single calls in flight", func(_, f, _ int) bool { return f == redlock.BatchFlushers })
+	awaitPending(t, n, "single calls in flight", func(_, f, _ int) bool { return f == redisnode.BatchFlushers })
 	for i := range calls {
 		wg.Go(func() {
 			r, err := n.Eval(ctx, incrScript, []string{fmt.Sprintf("k:%d", i)})

@@ -1,4 +1,10 @@
-package fencing
+// Package redisfence is a fenced value store on a Redis server used as the
+// protected resource (Store), over a go-redis client: a write carries a
+// fencing token (package fencing) and is applied only when the token is not
+// below the highest one the key has accepted. It is kept apart from package
+// fencing so that fencing, and package redlock, which uses its Token, import
+// no Redis client.
+package redisfence
 
 import (
 	"context"
@@ -6,14 +12,18 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/e6344662/go-redlock/scripts"
+	"strconv"
+
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/scripts"
 )
 
 // ErrInvalidKey is returned (wrapped) by Store for a key whose Redis value
 // key would end in ":fence", where it could collide with another key's fence
 // key.
-var ErrInvalidKey = errors.New("fencing: invalid key")
+var ErrInvalidKey = errors.New("redisfence: invalid key")
 
 // fencedWrite runs scripts.FencedWrite with go-redis's Script.Run (EVALSHA,
 // then EVAL when the server's script cache lacks it).
@@ -46,13 +56,13 @@ type Store struct {
 	prefix string
 }
 
-// NewStore returns a Store on client (a *redis.Client, *redis.ClusterClient
+// New returns a Store on client (a *redis.Client, *redis.ClusterClient
 // or *redis.Ring; it must not be nil) whose keys begin with prefix. An empty
 // prefix is allowed and uses the keys as given; "fencing:" is a reasonable
 // choice to keep them apart from other data.
-func NewStore(client redis.UniversalClient, prefix string) *Store {
+func New(client redis.UniversalClient, prefix string) *Store {
 	if client == nil {
-		panic("fencing: NewStore with a nil client")
+		panic("redisfence: New with a nil client")
 	}
 	return &Store{client: client, prefix: prefix}
 }
@@ -70,16 +80,16 @@ func (s *Store) keys(key string) (value, fence string, err error) {
 // for key, and records t as the highest; a token equal to the highest is
 // accepted again. It runs in one round trip (EVALSHA, falling back to EVAL
 // when the server's script cache lacks the script). A lower token is
-// refused with a *StaleError carrying the highest token, and the stored
+// refused with a *fencing.StaleError carrying the highest token, and the stored
 // value is left unchanged. Token 0 is refused with an error wrapping
-// ErrInvalidToken before anything is sent. An error from Redis (such as
+// fencing.ErrInvalidToken before anything is sent. An error from Redis (such as
 // WRONGTYPE when the fence key holds something other than a token, in which
 // case nothing is written) or a reply Write cannot make sense of is returned
 // wrapped; after an unexpected reply, whether the value was written is
 // unknown. Any expiry set on the value key by others is removed.
-func (s *Store) Write(ctx context.Context, key, value string, t Token) error {
+func (s *Store) Write(ctx context.Context, key, value string, t fencing.Token) error {
 	if t == 0 {
-		return zeroTokenError(key)
+		return fmt.Errorf("%w: 0 for %q (redlock never issues token 0)", fencing.ErrInvalidToken, key)
 	}
 	vk, fk, err := s.keys(key)
 	if err != nil {
@@ -97,7 +107,7 @@ func (s *Store) Write(ctx context.Context, key, value string, t Token) error {
 	case written && got == t:
 		return nil
 	case !written && got > t:
-		return &StaleError{Key: key, Token: t, Highest: got}
+		return &fencing.StaleError{Key: key, Token: t, Highest: got}
 	case written:
 		return fmt.Errorf("fencing: write %q: unexpected reply: wrote with token %d, sent %d", key, got, t)
 	default:
@@ -112,7 +122,7 @@ func (s *Store) Write(ctx context.Context, key, value string, t Token) error {
 // reported separately because someone else may have deleted one of the two
 // keys. A fence key holding anything but a token in canonical decimal form
 // is an error, as is a value key of the wrong type.
-func (s *Store) Read(ctx context.Context, key string) (value string, highest Token, found bool, err error) {
+func (s *Store) Read(ctx context.Context, key string) (value string, highest fencing.Token, found bool, err error) {
 	vk, fk, err := s.keys(key)
 	if err != nil {
 		return "", 0, false, err
@@ -130,7 +140,7 @@ func (s *Store) Read(ctx context.Context, key string) (value string, highest Tok
 	}
 	switch err := fc.Err(); {
 	case err == nil:
-		h, reason := parseDecimal(fc.Val())
+		h, reason := parseCounter(fc.Val())
 		if reason != "" {
 			return "", 0, false, fmt.Errorf("fencing: read %q: fence key %q holds %s, not a fencing token: %s", key, fk, quoteShort(fc.Val()), reason)
 		}
@@ -148,7 +158,7 @@ func (s *Store) Read(ctx context.Context, key string) (value string, highest Tok
 // the value was written, {0, highest} when the token was stale. A token may
 // arrive as an integer or as a canonical decimal string. Anything else is
 // an error.
-func parseWriteReply(reply any) (written bool, t Token, err error) {
+func parseWriteReply(reply any) (written bool, t fencing.Token, err error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) != 2 {
 		return false, 0, fmt.Errorf("unexpected reply %s, want a 2-element array", describeReply(reply))
@@ -166,15 +176,15 @@ func parseWriteReply(reply any) (written bool, t Token, err error) {
 
 // tokenFromReply decodes a token from a script reply: a non-negative integer
 // or a canonical decimal string.
-func tokenFromReply(v any) (Token, error) {
+func tokenFromReply(v any) (fencing.Token, error) {
 	switch v := v.(type) {
 	case int64:
 		if v < 0 {
 			return 0, fmt.Errorf("unexpected token %d in reply", v)
 		}
-		return Token(v), nil
+		return fencing.Token(v), nil
 	case string:
-		t, reason := parseDecimal(v)
+		t, reason := parseCounter(v)
 		if reason != "" {
 			return 0, fmt.Errorf("unexpected token %s in reply: %s", quoteShort(v), reason)
 		}
@@ -191,4 +201,35 @@ func describeReply(v any) string {
 		s = s[:60] + "..."
 	}
 	return fmt.Sprintf("%s (%T)", s, v)
+}
+
+// parseCounter parses a canonical unsigned decimal (zero allowed), as a
+// fence key holds, and returns it, or a non-empty reason why s is not one.
+func parseCounter(s string) (fencing.Token, string) {
+	if s == "" {
+		return 0, "empty"
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, "not a decimal number (digits only, no sign or spaces)"
+		}
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, "leading zero"
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil { // only digits, so only a range error is possible
+		return 0, "exceeds 18446744073709551615"
+	}
+	return fencing.Token(n), ""
+}
+
+// quoteShort quotes s for an error message, cut to a readable length, so
+// that untrusted input cannot make an error arbitrarily long.
+func quoteShort(s string) string {
+	const max = 40
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
 }

@@ -1,4 +1,4 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -28,7 +29,7 @@ func TestDialRejectsBadURLs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes, err := redlock.Dial(ctx, tc.urls...)
+			nodes, err := redisnode.Dial(ctx, tc.urls...)
 			require.Nil(t, nodes)
 			require.ErrorIs(t, err, redlock.ErrInvalidConfig)
 			require.NotContains(t, err.Error(), "s3cret-pw")
@@ -42,7 +43,7 @@ func TestDialToleratesAMinorityDown(t *testing.T) {
 	c.Kill(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nodes, err := redlock.Dial(ctx, urls...)
+	nodes, err := redisnode.Dial(ctx, urls...)
 	require.NoError(t, err)
 	defer nodes.Close()
 	require.Len(t, nodes, 3)
@@ -52,7 +53,7 @@ func TestDialToleratesAMinorityDown(t *testing.T) {
 	require.NoError(t, lease.Release(ctx))
 
 	c.Kill(2)
-	_, err = redlock.Dial(ctx, urls...)
+	_, err = redisnode.Dial(ctx, urls...)
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
 	var nerr *redlock.NodeError
 	require.ErrorAs(t, err, &nerr)
@@ -67,13 +68,13 @@ func TestDialNeverPrintsPasswords(t *testing.T) {
 	s := testutil.StartRedisServer(t, testutil.WithPassword("right-password"))
 	url := strings.Replace(s.URL(), "redis://", "redis://:wrong-password@", 1)
 	url = strings.Replace(url, ":right-password@", ":wrong-password@", 1)
-	_, err := redlock.Dial(context.Background(), url)
+	_, err := redisnode.Dial(context.Background(), url)
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
 	require.Contains(t, err.Error(), s.Addr())
 	require.NotContains(t, err.Error(), "wrong-password")
 	require.NotContains(t, err.Error(), "right-password")
 
-	nodes, err := redlock.Dial(context.Background(), s.URL())
+	nodes, err := redisnode.Dial(context.Background(), s.URL())
 	require.NoError(t, err)
 	require.NoError(t, nodes.Close())
 }

@@ -1,4 +1,4 @@
-package fencing_test
+package redisfence_test
 
 import (
 	"context"
@@ -12,19 +12,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/fencing"
+	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/scripts"
 )
 
-func newStore(t *testing.T, prefix string) (*fencing.Store, *miniredis.Miniredis, *redis.Client) {
+func newStore(t *testing.T, prefix string) (*redisfence.Store, *miniredis.Miniredis, *redis.Client) {
 	t.Helper()
 	mr := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = client.Close() })
-	return fencing.NewStore(client, prefix), mr, client
+	return redisfence.New(client, prefix), mr, client
 }
 
 // requireRead asserts what Read returns for key.
-func requireRead(t *testing.T, s *fencing.Store, key, value string, highest fencing.Token, found bool) {
+func requireRead(t *testing.T, s *redisfence.Store, key, value string, highest fencing.Token, found bool) {
 	t.Helper()
 	v, h, ok, err := s.Read(context.Background(), key)
 	require.NoError(t, err)
@@ -119,18 +120,18 @@ func TestStoreInvalidInput(t *testing.T) {
 	require.Empty(t, mr.Keys(), "token 0 must not reach the server")
 
 	for _, key := range []string{":fence", "k:fence", "a:b:fence"} {
-		require.ErrorIs(t, s.Write(ctx, key, "v", 1), fencing.ErrInvalidKey, key)
+		require.ErrorIs(t, s.Write(ctx, key, "v", 1), redisfence.ErrInvalidKey, key)
 		_, _, _, err := s.Read(ctx, key)
-		require.ErrorIs(t, err, fencing.ErrInvalidKey, key)
+		require.ErrorIs(t, err, redisfence.ErrInvalidKey, key)
 	}
 	require.Empty(t, mr.Keys())
 
 	// The rule is about the Redis key, prefix included.
-	s2 := fencing.NewStore(redis.NewClient(&redis.Options{Addr: mr.Addr()}), "x:fen")
-	require.ErrorIs(t, s2.Write(ctx, "ce", "v", 1), fencing.ErrInvalidKey)
+	s2 := redisfence.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), "x:fen")
+	require.ErrorIs(t, s2.Write(ctx, "ce", "v", 1), redisfence.ErrInvalidKey)
 	require.NoError(t, s2.Write(ctx, "ced", "v", 1))
 
-	require.Panics(t, func() { fencing.NewStore(nil, "") })
+	require.Panics(t, func() { redisfence.New(nil, "") })
 }
 
 func TestStoreWrongType(t *testing.T) {
@@ -206,7 +207,7 @@ func TestStoreServerErrors(t *testing.T) {
 	down := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = down.Close() })
 	mr.Close()
-	s = fencing.NewStore(down, "p:")
+	s = redisfence.New(down, "p:")
 	require.Error(t, s.Write(context.Background(), "k", "v", 1))
 	_, _, _, err = s.Read(context.Background(), "k")
 	require.Error(t, err)
@@ -275,7 +276,7 @@ func TestParseWriteReply(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			written, tok, err := fencing.ParseWriteReply(tc.reply)
+			written, tok, err := redisfence.ParseWriteReply(tc.reply)
 			if tc.wantErr {
 				require.Error(t, err)
 				return
@@ -288,12 +289,22 @@ func TestParseWriteReply(t *testing.T) {
 }
 
 func TestTokenFromReply(t *testing.T) {
-	tok, err := fencing.TokenFromReply(int64(12))
+	tok, err := redisfence.TokenFromReply(int64(12))
 	require.NoError(t, err)
 	require.Equal(t, fencing.Token(12), tok)
-	tok, err = fencing.TokenFromReply("12")
+	tok, err = redisfence.TokenFromReply("12")
 	require.NoError(t, err)
 	require.Equal(t, fencing.Token(12), tok)
-	_, err = fencing.TokenFromReply(" 12")
+	_, err = redisfence.TokenFromReply(" 12")
 	require.Error(t, err)
+}
+
+// requireStale asserts that err is a *fencing.StaleError for key, tok and
+// highest.
+func requireStale(t *testing.T, err error, key string, tok, highest fencing.Token) {
+	t.Helper()
+	require.ErrorIs(t, err, fencing.ErrStaleToken)
+	var se *fencing.StaleError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, fencing.StaleError{Key: key, Token: tok, Highest: highest}, *se)
 }

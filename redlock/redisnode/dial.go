@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -15,10 +15,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/internal/nodeurl"
+	"github.com/e6344662/go-redlock/redlock"
 )
 
-// Nodes is a set of nodes built by Dial. Close closes their clients.
-type Nodes []Node
+// Nodes is a set of nodes built by Dial, ready for redlock.New. Close
+// closes their clients.
+type Nodes []redlock.Node
 
 // Close closes every node that has a Close method and joins their errors.
 func (ns Nodes) Close() error {
@@ -33,7 +35,7 @@ func (ns Nodes) Close() error {
 	return errors.Join(errs...)
 }
 
-// Dial builds one RedisNode per node URL: a standalone server
+// Dial builds one Node per node URL: a standalone server
 // (redis://, rediss:// for TLS, unix:// for a socket), a Redis Cluster
 // (redis+cluster://seed:port?addr=seed2:port, one node however many shards)
 // or a primary managed by Redis Sentinel
@@ -42,13 +44,15 @@ func (ns Nodes) Close() error {
 // password, database, dial_timeout, ...; see package go-redis's ParseURL,
 // ParseClusterURL and ParseFailoverURL). Unless the URL says otherwise
 // (max_retries), the clients do not retry commands or redial: the Locker
-// retries across nodes itself.
+// retries across nodes itself. Unless it says protocol=3, they speak
+// RESP2, which spares go-redis a check for push notifications before each
+// command; the replies the Locker reads are the same in both.
 //
 // Dial then asks every node, in parallel and bounded by ctx, which servers
 // it is (INFO server: a standalone server or a Sentinel group's current
 // primary, every primary of a cluster), and fails only when no majority
 // answers, so a minority that is down at start-up does not stop the caller.
-// An error wrapping ErrInvalidConfig reports a malformed URL, a node named
+// An error wrapping redlock.ErrInvalidConfig reports a malformed URL, a node named
 // twice (two URLs reaching one server, directly or through a cluster or
 // Sentinel, must not count twice toward a quorum), and a URL of the wrong
 // kind (a standalone URL naming a cluster member or a sentinel). Passwords
@@ -76,29 +80,11 @@ func (ns Nodes) Close() error {
 // redlock-cli does.
 func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	if len(urls) == 0 {
-		return nil, fmt.Errorf("%w: no node URLs", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: no node URLs", redlock.ErrInvalidConfig)
 	}
-	nodes := make(Nodes, 0, len(urls))
-	specs := make([]*nodeurl.Spec, 0, len(urls))
-	seen := make(map[string]bool, len(urls))
-	for _, raw := range urls {
-		spec, err := nodeurl.Parse(raw)
-		if err != nil {
-			_ = nodes.Close()
-			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-		}
-		if seen[spec.Key] {
-			_ = nodes.Close()
-			return nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", ErrInvalidConfig, spec.Name)
-		}
-		seen[spec.Key] = true
-		spec.Tune()
-		boundTLS(spec)
-		n := NewRedisNode(spec.NewClient())
-		n.addr = spec.Name
-		n.failover = spec.FailoverOptions
-		nodes = append(nodes, n)
-		specs = append(specs, spec)
+	nodes, specs, err := build(urls)
+	if err != nil {
+		return nil, err
 	}
 
 	type answer struct {
@@ -109,9 +95,9 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	answers := make(chan answer, len(nodes))
 	for i, n := range nodes {
 		go func() {
-			ids, err := identify(ctx, specs[i], n.(*RedisNode).client)
-			if err != nil && !errors.Is(err, ErrInvalidConfig) {
-				err = &NodeError{Addr: n.Addr(), Err: err}
+			ids, err := identify(ctx, specs[i], n.(*Node).client)
+			if err != nil && !errors.Is(err, redlock.ErrInvalidConfig) {
+				err = &redlock.NodeError{Addr: n.Addr(), Err: err}
 			}
 			answers <- answer{addr: n.Addr(), ids: ids, err: err}
 		}()
@@ -121,7 +107,7 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	var bad error
 	for range nodes {
 		a := <-answers
-		if errors.Is(a.err, ErrInvalidConfig) {
+		if errors.Is(a.err, redlock.ErrInvalidConfig) {
 			bad = a.err
 			continue
 		}
@@ -131,7 +117,7 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 		}
 		for _, id := range a.ids {
 			if other := byRunID[id]; other != "" && other != a.addr {
-				bad = fmt.Errorf("%w: %s and %s reach the same server (one server must not count twice toward a quorum)", ErrInvalidConfig, other, a.addr)
+				bad = fmt.Errorf("%w: %s and %s reach the same server (one server must not count twice toward a quorum)", redlock.ErrInvalidConfig, other, a.addr)
 			}
 			byRunID[id] = a.addr
 		}
@@ -142,14 +128,43 @@ func Dial(ctx context.Context, urls ...string) (Nodes, error) {
 	}
 	if len(nodes)-len(failed) < len(nodes)/2+1 {
 		_ = nodes.Close()
-		return nil, fmt.Errorf("%w: %d of %d nodes answered%w", ErrNoQuorum, len(nodes)-len(failed), len(nodes), nodeErrors(failed))
+		return nil, fmt.Errorf("%w: %d of %d nodes answered%w", redlock.ErrNoQuorum, len(nodes)-len(failed), len(nodes), joined(failed))
 	}
 	return nodes, nil
 }
 
+// build parses every URL and builds a Node for each, with Dial's client
+// options; it refuses a malformed URL and a node named twice.
+func build(urls []string) (Nodes, []*nodeurl.Spec, error) {
+	nodes := make(Nodes, 0, len(urls))
+	specs := make([]*nodeurl.Spec, 0, len(urls))
+	seen := make(map[string]bool, len(urls))
+	for _, raw := range urls {
+		spec, err := nodeurl.Parse(raw)
+		if err != nil {
+			_ = nodes.Close()
+			return nil, nil, fmt.Errorf("%w: %v", redlock.ErrInvalidConfig, err)
+		}
+		if seen[spec.Key] {
+			_ = nodes.Close()
+			return nil, nil, fmt.Errorf("%w: node %s given twice (one server must not count twice toward a quorum)", redlock.ErrInvalidConfig, spec.Name)
+		}
+		seen[spec.Key] = true
+		spec.Tune()
+		boundTLS(spec)
+		useRESP2(spec)
+		n := New(spec.NewClient())
+		n.addr = spec.Name
+		n.failover = spec.FailoverOptions
+		nodes = append(nodes, n)
+		specs = append(specs, spec)
+	}
+	return nodes, specs, nil
+}
+
 // identify pings the node and returns the run ids of the servers behind it
 // (none when a server will not say). A URL that names a deployment of
-// another kind than its scheme says is an error wrapping ErrInvalidConfig.
+// another kind than its scheme says is an error wrapping redlock.ErrInvalidConfig.
 func identify(ctx context.Context, spec *nodeurl.Spec, c redis.UniversalClient) ([]string, error) {
 	switch spec.Kind {
 	case nodeurl.Cluster:
@@ -165,7 +180,7 @@ func identify(ctx context.Context, spec *nodeurl.Spec, c redis.UniversalClient) 
 			return err
 		})
 		if err != nil && strings.Contains(err.Error(), "cluster support disabled") {
-			return nil, fmt.Errorf("%w: %s is not a Redis Cluster (cluster support disabled): name it with redis://", ErrInvalidConfig, spec.Name)
+			return nil, fmt.Errorf("%w: %s is not a Redis Cluster (cluster support disabled): name it with redis://", redlock.ErrInvalidConfig, spec.Name)
 		}
 		if len(ids) > 0 {
 			err = nil // a cluster with a shard down still serves the others
@@ -182,9 +197,9 @@ func identify(ctx context.Context, spec *nodeurl.Spec, c redis.UniversalClient) 
 	}
 	switch mode := infoField(info, "redis_mode"); {
 	case spec.Kind == nodeurl.Standalone && mode == "cluster":
-		return nil, fmt.Errorf("%w: %s is a member of a Redis Cluster: name the whole cluster with redis+cluster://%s (one node = one cluster)", ErrInvalidConfig, spec.Name, spec.Name)
+		return nil, fmt.Errorf("%w: %s is a member of a Redis Cluster: name the whole cluster with redis+cluster://%s (one node = one cluster)", redlock.ErrInvalidConfig, spec.Name, spec.Name)
 	case spec.Kind == nodeurl.Standalone && mode == "sentinel":
-		return nil, fmt.Errorf("%w: %s is a Sentinel, not a data server: use redis+sentinel://%s?master_name=NAME", ErrInvalidConfig, spec.Name, spec.Name)
+		return nil, fmt.Errorf("%w: %s is a Sentinel, not a data server: use redis+sentinel://%s?master_name=NAME", redlock.ErrInvalidConfig, spec.Name, spec.Name)
 	}
 	if id := infoField(info, "run_id"); id != "" {
 		return []string{id}, nil
@@ -221,11 +236,32 @@ func dialOnce(ctx context.Context, opts *redis.Options) error {
 	return nil
 }
 
+// useRESP2 makes the node's client speak RESP2 unless the URL chose a
+// protocol (protocol=3): the Locker needs nothing of RESP3 (its scripts'
+// replies decode alike, and release announcements come on a pub/sub
+// connection of their own), and over RESP3 go-redis checks every pooled
+// connection for push notifications before each command.
+func useRESP2(spec *nodeurl.Spec) {
+	set := func(p *int) {
+		if *p == 0 {
+			*p = 2
+		}
+	}
+	switch spec.Kind {
+	case nodeurl.Standalone:
+		set(&spec.Options.Protocol)
+	case nodeurl.Cluster:
+		set(&spec.ClusterOptions.Protocol)
+	case nodeurl.Sentinel:
+		set(&spec.FailoverOptions.Protocol)
+	}
+}
+
 // ErrTLSHandshake is wrapped by the error of a connection to a TLS node
 // whose TLS handshake failed or did not finish within the caller's context
 // or the node's dial timeout; the error also wraps the cause (a
 // tls.RecordHeaderError, context.DeadlineExceeded, ...).
-var ErrTLSHandshake = errors.New("redlock: TLS handshake failed")
+var ErrTLSHandshake = errors.New("redisnode: TLS handshake failed")
 
 // defaultDialTimeout is go-redis's dial timeout when a URL sets none.
 const defaultDialTimeout = 5 * time.Second
@@ -328,3 +364,18 @@ func infoField(info, field string) string {
 	}
 	return ""
 }
+
+// joined prints node errors after a summary, each after "; ", and wraps
+// them.
+type joined []error
+
+func (es joined) Error() string {
+	var b strings.Builder
+	for _, err := range es {
+		b.WriteString("; " + err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the node errors.
+func (es joined) Unwrap() []error { return es }

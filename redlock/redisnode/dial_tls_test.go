@@ -1,4 +1,4 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -93,12 +94,12 @@ func TestDialBoundsTheTLSHandshakeByItsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testutil.Context(t), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	nodes, err := redlock.Dial(ctx, "rediss://"+addr+"?dial_timeout=30s")
+	nodes, err := redisnode.Dial(ctx, "rediss://"+addr+"?dial_timeout=30s")
 	took := time.Since(start)
 	require.Nil(t, nodes)
 	require.Less(t, took, 300*time.Millisecond+tlsMargin)
 	require.ErrorIs(t, err, redlock.ErrNoQuorum)
-	require.ErrorIs(t, err, redlock.ErrTLSHandshake)
+	require.ErrorIs(t, err, redisnode.ErrTLSHandshake)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "TLS handshake timed out")
 	require.ErrorContains(t, err, "it may not speak TLS on this port")
@@ -110,9 +111,9 @@ func TestDialBoundsTheTLSHandshakeByTheDialTimeout(t *testing.T) {
 	t.Parallel()
 	addr := fakeServer(t, silent)
 	start := time.Now()
-	_, err := redlock.Dial(testutil.Context(t), "rediss://"+addr+"?dial_timeout=300ms")
+	_, err := redisnode.Dial(testutil.Context(t), "rediss://"+addr+"?dial_timeout=300ms")
 	require.Less(t, time.Since(start), 300*time.Millisecond+tlsMargin)
-	require.ErrorIs(t, err, redlock.ErrTLSHandshake)
+	require.ErrorIs(t, err, redisnode.ErrTLSHandshake)
 	require.ErrorContains(t, err, "TLS handshake timed out")
 }
 
@@ -125,9 +126,9 @@ func TestDialNamesATLSHandshakeWithAPlainServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testutil.Context(t), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := redlock.Dial(ctx, "rediss://"+addr)
+	_, err := redisnode.Dial(ctx, "rediss://"+addr)
 	require.Less(t, time.Since(start), tlsMargin, "no need to wait for a timeout")
-	require.ErrorIs(t, err, redlock.ErrTLSHandshake)
+	require.ErrorIs(t, err, redisnode.ErrTLSHandshake)
 	require.NotErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "the server answered, but not in TLS: it may not speak TLS on this port")
 }
@@ -149,7 +150,7 @@ func TestDialBoundsTheTLSHandshakeOfEveryKind(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(testutil.Context(t), 300*time.Millisecond)
 		start := time.Now()
-		_, err := redlock.Dial(ctx, tc.url)
+		_, err := redisnode.Dial(ctx, tc.url)
 		cancel()
 		require.Less(t, time.Since(start), tc.bound+tlsMargin, tc.url)
 		require.ErrorIs(t, err, redlock.ErrNoQuorum, tc.url)
@@ -178,9 +179,9 @@ func TestDialSpeaksTLS(t *testing.T) {
 
 	ctx := testutil.Context(t)
 	u := fmt.Sprintf("rediss://127.0.0.1:%d?skip_verify=true", port)
-	var nodes redlock.Nodes
+	var nodes redisnode.Nodes
 	require.Eventually(t, func() bool {
-		nodes, err = redlock.Dial(ctx, u)
+		nodes, err = redisnode.Dial(ctx, u)
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond, "redis-server with TLS did not start (built without TLS?)")
 	defer nodes.Close()

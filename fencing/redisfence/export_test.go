@@ -1,4 +1,4 @@
-package fencing
+package redisfence
 
 // Internal helpers exported to the external test package.
 var (

@@ -1,4 +1,4 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -78,7 +79,7 @@ func TestDialDoesNotMakeGoRedisLogFailedDials(t *testing.T) {
 		for i, a := range addrs {
 			urls[i] = "redis://" + a
 		}
-		nodes, err := redlock.Dial(ctx, urls...)
+		nodes, err := redisnode.Dial(ctx, urls...)
 		require.Nil(t, nodes)
 		require.ErrorIs(t, err, redlock.ErrNoQuorum)
 		for _, a := range addrs {
@@ -90,7 +91,7 @@ func TestDialDoesNotMakeGoRedisLogFailedDials(t *testing.T) {
 	t.Run("minority unreachable", func(t *testing.T) {
 		c := testutil.NewMiniCluster(t, 2)
 		down := closedAddr(t)
-		nodes, err := redlock.Dial(ctx, append(c.URLs(), "redis://"+down)...)
+		nodes, err := redisnode.Dial(ctx, append(c.URLs(), "redis://"+down)...)
 		require.NoError(t, err)
 		require.Len(t, nodes, 3)
 		require.NoError(t, nodes.Close())

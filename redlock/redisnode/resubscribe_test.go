@@ -1,7 +1,8 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,11 @@ func TestWaiterRetriesWhenItsSubscriptionComesBack(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter did not try again when its subscriptions came back")
 	}
+}
+
+// counterValue is the fence counter of a counter key's value (the counter,
+// then what scripts/counter.lua keeps beside it).
+func counterValue(v string) string {
+	c, _, _ := strings.Cut(v, " ")
+	return c
 }

@@ -1,4 +1,4 @@
-package redlock
+package redisnode
 
 import (
 	"context"
@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/e6344662/go-redlock/redlock"
 )
 
-// Subscribe implements Node with one pub/sub connection, which follows
+// Subscribe implements redlock.Node with one pub/sub connection, which follows
 // the node: it is re-established after any error, on a Sentinel group's
 // current primary or on any reachable primary of a cluster (where every
 // node hears every announcement), and every watched key is then reported
 // with an empty release id, since releases may have been announced while
 // it was away.
-func (n *RedisNode) Subscribe(onRelease func(key, id string)) Subscription {
+func (n *Node) Subscribe(onRelease func(key, id string)) redlock.Subscription {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &redisSubscription{node: n, cancel: cancel, done: make(chan struct{}), channels: make(map[string]bool)}
 	go s.receive(ctx, onRelease)
@@ -28,7 +30,7 @@ func (n *RedisNode) Subscribe(onRelease func(key, id string)) Subscription {
 }
 
 type redisSubscription struct {
-	node   *RedisNode
+	node   *Node
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -78,7 +80,7 @@ func (s *redisSubscription) followPrimary(ctx context.Context) {
 		}
 		_ = ps.Close()
 		_ = sc.Close()
-		if await(ctx, nil, pause) != nil {
+		if pauseFor(ctx, pause) != nil {
 			return
 		}
 		pause = min(2*pause, time.Second)
@@ -119,7 +121,7 @@ func (s *redisSubscription) receive(ctx context.Context, onRelease func(key, id 
 			pause = 50 * time.Millisecond
 			s.deliver(ctx, onRelease)
 		}
-		if await(ctx, nil, pause) != nil {
+		if pauseFor(ctx, pause) != nil {
 			return
 		}
 		pause = min(2*pause, time.Second)
@@ -209,7 +211,7 @@ func (s *redisSubscription) dial(ctx context.Context) *redis.PubSub {
 // re-established in the background and the key is then reported with an
 // empty release id.
 func (s *redisSubscription) Watch(ctx context.Context, key string) error {
-	ch := releaseChannel(key)
+	ch := key + ":released"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.channels[ch] = true
@@ -220,7 +222,7 @@ func (s *redisSubscription) Watch(ctx context.Context, key string) error {
 }
 
 func (s *redisSubscription) Unwatch(ctx context.Context, key string) error {
-	ch := releaseChannel(key)
+	ch := key + ":released"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.channels, ch)
@@ -255,4 +257,16 @@ func (s *redisSubscription) Close() error {
 		<-s.following
 	}
 	return err
+}
+
+// pauseFor waits for d, or until ctx ends (its error).
+func pauseFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -1,4 +1,4 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -23,7 +24,7 @@ func TestDialToFreshServersSaysWhyItWaits(t *testing.T) {
 	for _, s := range c.Servers() { // fresh: no marker (testutil vouches for its servers)
 		require.NoError(t, s.Do(ctx, "DEL", testutil.DefaultMarker).Err())
 	}
-	nodes, err := redlock.Dial(ctx, c.URLs()...)
+	nodes, err := redisnode.Dial(ctx, c.URLs()...)
 	require.NoError(t, err)
 	defer nodes.Close()
 

@@ -1,4 +1,4 @@
-package redlock_test
+package redisnode_test
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/redlock/redisnode"
 	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// wrappedNode hides a RedisNode's concrete type, so that a Locker over it
+// wrappedNode hides a Node's concrete type, so that a Locker over it
 // alone calls it on a worker (not inline): a TryAcquire then returns by
 // its NodeCallTimeout while its call may still be under way.
 type wrappedNode struct{ redlock.Node }
@@ -32,7 +33,12 @@ func (h *holdKeys) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *holdKeys) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		for _, a := range cmd.Args() {
-			if s, ok := a.(string); ok && strings.HasPrefix(s, h.prefix) {
+			// Keys go as *string (process), other arguments as strings.
+			s, ok := a.(string)
+			if p, isPtr := a.(*string); isPtr {
+				s, ok = *p, true
+			}
+			if ok && strings.HasPrefix(s, h.prefix) {
 				select {
 				case <-h.release:
 				case <-ctx.Done():
@@ -107,7 +113,7 @@ func TestALateGrantIsAlwaysReleased(t *testing.T) {
 				for _, key := range []string{"hold:0", "hold:1"} {
 					held = append(held, evalAsync(long, n, key))
 				}
-				awaitPending(t, n, "long calls in flight", func(_, f, _ int) bool { return f == redlock.BatchFlushers })
+				awaitPending(t, n, "long calls in flight", func(_, f, _ int) bool { return f == redisnode.BatchFlushers })
 				beside = evalAsync(long, n, "beside")
 				awaitPending(t, n, "a long call queued", func(q, _, _ int) bool { return q == 1 })
 			}
