@@ -188,8 +188,12 @@ func (rw *RWLock) writeRequest(id string, last **Lease) request {
 		*last = ls
 	}
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
+	mode := "wait" // a refusal records the intent (rw_write.lua)
+	if id == "" {
+		mode = "try"
+	}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix, id, nodeTTL(rw.intentTTL())}, g.trust...)
+		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, mode, id, nodeTTL(rw.intentTTL())}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -205,7 +209,7 @@ func (rw *RWLock) readRequest() request {
 	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix}, g.trust...)
+		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -291,14 +295,7 @@ func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
 		st.Nodes[i] = RWNodeStatus{Addr: n.Addr(), Err: &NodeError{Addr: n.Addr(), Err: fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)}}
 	}
 	var wg sync.WaitGroup
-	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
-	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, i int) (RWNodeStatus, error) {
-		reply, err := l.nodes[i].Eval(ctx, scripts.RWInspect, keys, rw.prefix)
-		if err != nil {
-			return RWNodeStatus{}, scriptErr(err, "")
-		}
-		return parseRWInspect(reply)
-	})
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, rw.inspectNode)
 	gather(ctx, replies, deadline, len(l.nodes), func(r reply[RWNodeStatus]) bool {
 		ns := r.val
 		ns.Addr, ns.Err = l.nodes[r.idx].Addr(), r.err
@@ -326,11 +323,33 @@ func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
 	return st, nil
 }
 
-// parseRWInspect decodes rw_inspect's reply.
+// inspectNode reads the lock on node i: rw_inspect once, and when the
+// index has live readers once more with their keys declared, to read
+// their owners (a script may touch only the keys it is given).
+func (rw *RWLock) inspectNode(ctx context.Context, i int) (RWNodeStatus, error) {
+	n := rw.l.nodes[i]
+	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
+	for round := 0; ; round++ {
+		reply, err := n.Eval(ctx, scripts.RWInspect, keys)
+		if err != nil {
+			return RWNodeStatus{}, scriptErr(err, "")
+		}
+		ns, err := parseRWInspect(reply)
+		if err != nil || len(ns.Readers) == 0 || round > 0 {
+			return ns, err
+		}
+		for _, r := range ns.Readers {
+			keys = append(keys, rw.prefix+r.Token)
+		}
+	}
+}
+
+// parseRWInspect decodes rw_inspect's reply: the writer, the counter, the
+// intents, then a token, ms left and value (or nil) per live reader.
 func parseRWInspect(reply any) (RWNodeStatus, error) {
 	bad := fmt.Errorf("%w: rw_inspect reply %s", errBadReply, describeReply(reply))
 	vals, ok := reply.([]any)
-	if !ok || len(vals) < 4 || len(vals)%2 != 0 {
+	if !ok || len(vals) < 4 || (len(vals)-4)%3 != 0 {
 		return RWNodeStatus{}, bad
 	}
 	var ns RWNodeStatus
@@ -362,9 +381,17 @@ func parseRWInspect(reply any) (RWNodeStatus, error) {
 		return RWNodeStatus{}, bad
 	}
 	ns.WritersWaiting = int(waiting)
-	for k := 4; k < len(vals); k += 2 {
-		r, ok := holder(vals[k], vals[k+1])
-		if !ok {
+	for k := 4; k < len(vals); k += 3 {
+		token, ok1 := vals[k].(string)
+		ms, ok2 := vals[k+1].(int64)
+		r := &LockInfo{Held: true, Token: token, TTL: pttl(ms)}
+		if vals[k+2] != nil {
+			var ok bool
+			if r, ok = holder(vals[k+2], vals[k+1]); !ok || r.Token != token {
+				return RWNodeStatus{}, bad
+			}
+		}
+		if !ok1 || !ok2 || token == "" {
 			return RWNodeStatus{}, bad
 		}
 		ns.Readers = append(ns.Readers, *r)

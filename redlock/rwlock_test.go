@@ -118,10 +118,22 @@ func TestADeadReaderFreesTheLockOnItsTTL(t *testing.T) {
 	r.Orphan()
 	_, err = rw.TryAcquire(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	c.FastForward(2 * time.Second)
+	forward(c, 2*time.Second)
 	w, err := rw.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, w.Release(ctx))
+}
+
+// forward moves every node of c forward by d: its keys' TTLs
+// (FastForward) and its TIME, by which the readers index decides which
+// readers are live (miniredis's TIME does not move with FastForward; it is
+// frozen from here on).
+func forward(c *testutil.MiniCluster, d time.Duration) {
+	c.FastForward(d)
+	at := time.Now().Add(d)
+	for i := range c.Len() {
+		c.Server(i).SetTime(at)
+	}
 }
 
 // TestADeadWriterFreesTheLockOnItsTTL: likewise for a writer.
