@@ -1,5 +1,20 @@
 package scripts
 
+import "strings"
+
+// CheckKeys returns s with the KEYS check in front, as a script of its
+// own (same name, its own digest): every redis.call or redis.pcall of a
+// key that is not in KEYS fails the script with "redlock: undeclared key
+// <k> in <cmd>", and a command the check does not know fails it too. For
+// tests of scripts and transports; this package's own scripts carry it
+// under the build tag redlock_checkkeys (s is then returned as it is).
+func CheckKeys(s *Script) *Script {
+	if strings.HasPrefix(s.src, checkKeysLua) {
+		return s
+	}
+	return New(s.name, checkKeysLua+s.src)
+}
+
 // checkKeysLua is the KEYS check's prelude: prepended to a script's
 // source, it makes every redis.call and redis.pcall of a key not declared
 // in KEYS raise "redlock: undeclared key <k> in <cmd>". Built into this
