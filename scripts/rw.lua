@@ -7,9 +7,12 @@
 --   W = P{R}:rw      the writer's lock, an ordinary lock key "<token> <owner>"
 --   W:fence          the fence counter readers and writers share (counter.lua)
 --   W:readers        the readers index: a sorted set, reader token -> the
---                    end of its lease (ms on the node's clock). A reader is
---                    live while its end is ahead of the clock: the index,
---                    not the reader's key, decides. It has no TTL, so it is
+--                    end of its lease (ms on the node's clock, never
+--                    before its key's expiry). A reader is live until the
+--                    clock passes its end: the index, not the reader's
+--                    key, decides (a key that stands has an end not
+--                    passed, so a reader the index dropped has no key).
+--                    It has no TTL, so it is
 --                    never evicted under noeviction or a volatile-* policy;
 --                    every rw_read and rw_write call removes the readers
 --                    whose end has passed (rw_sweep), and with the last of
@@ -31,11 +34,18 @@ local function rw_ms(ms)
   return string.format('%.0f', ms)
 end
 
+-- rw_end is the end of a lease of ttl ms that starts now, in ms on the
+-- node's clock, rounded up: read after the SET or PEXPIRE of the reader's
+-- key, it is never before that key's expiry.
+local function rw_end(ttl)
+  return math.ceil((c_now() + tonumber(ttl) * 1000) / 1000)
+end
+
 -- rw_readers reads the readers index kr at now (ms): how many readers are
--- live (their end ahead of now), the most milliseconds one has left (0
+-- live (their end not before now), the most milliseconds one has left (0
 -- for none), and an error text when kr holds someone else's data.
 local function rw_readers(kr, now)
-  local live = redis.pcall('ZCOUNT', kr, '(' .. rw_ms(now), '+inf')
+  local live = redis.pcall('ZCOUNT', kr, rw_ms(now), '+inf')
   if type(live) == 'table' then
     if string.find(live.err or '', 'WRONGTYPE', 1, true) then
       return 0, 0, 'WRONGTYPE redlock readers key ' .. kr .. ' holds data that is not a redlock readers index'
@@ -48,12 +58,12 @@ local function rw_readers(kr, now)
 end
 
 -- rw_sweep removes from the readers index kr (checked by rw_readers) the
--- readers whose end has passed at now: readers that died without
+-- readers whose end is before now: readers that died without
 -- releasing, or whose release did not arrive. The last one takes the
 -- index with it. Called after a script's other writes (a first write that
 -- frees memory would let the later ones past a node's maxmemory).
 local function rw_sweep(kr, now)
-  redis.call('ZREMRANGEBYSCORE', kr, '-inf', rw_ms(now))
+  redis.call('ZREMRANGEBYSCORE', kr, '-inf', '(' .. rw_ms(now))
 end
 
 -- rw_intent reads the writers' intents ki at now: how many are live and

@@ -8,8 +8,8 @@
 --   an earlier call returned)
 -- ARGV: none
 -- Reply: {writer's value or false, its PTTL, fence counter V or false,
---   live intents, then for each live reader of the index (its end ahead of
---   the node's clock, soonest end first) three fields: its token, the ms
+--   live intents, then for each live reader of the index (its end not
+--   before the node's clock, soonest end first) three fields: its token, the ms
 --   its end has left, and its key's value "<token> <owner>" when that key
 --   is in KEYS[5..] and stands, else false}
 --   error WRONGTYPE ...    a key holds someone else's data
@@ -30,7 +30,7 @@ for i = 5, #KEYS do
   if tok then named[tok] = v end
 end
 local out = {w, redis.call('PTTL', KEYS[1]), fence, waiting}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. rw_ms(now), '+inf', 'WITHSCORES')
+local ids = redis.call('ZRANGEBYSCORE', KEYS[3], rw_ms(now), '+inf', 'WITHSCORES')
 for i = 1, #ids, 2 do
   table.insert(out, ids[i])
   table.insert(out, tonumber(ids[i + 1]) - now)

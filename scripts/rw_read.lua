@@ -58,7 +58,7 @@ if not floor then return refusal end
 local lost = c_lost(upto, c_now())
 if checked and lost > 0 then return {3, lost, 'key-lost'} end
 redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[3], rw_ms(now + tonumber(ARGV[3])), ARGV[1])
+redis.call('ZADD', KEYS[3], rw_ms(rw_end(ARGV[3])), ARGV[1])
 redis.call('PERSIST', KEYS[3])
 rw_sweep(KEYS[3], now)
 return {1, c_count(KEYS[2], fence, floor, nil)}
