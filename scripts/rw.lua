@@ -1,4 +1,4 @@
--- model: rw_readers, rw_intent
+-- model: rw_readers, rw_sweep, rw_intent
 -- rw: the helpers the read-write lock's scripts share (docs/design.md
 -- section 14), included after lock.lua and counter.lua (and trust.lua for
 -- the granting scripts). A read-write lock on resource R has these keys,
