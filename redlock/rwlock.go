@@ -382,19 +382,30 @@ func parseRWInspect(reply any) (RWNodeStatus, error) {
 	}
 	ns.WritersWaiting = int(waiting)
 	for k := 4; k < len(vals); k += 3 {
-		token, ok1 := vals[k].(string)
-		ms, ok2 := vals[k+1].(int64)
-		r := &LockInfo{Held: true, Token: token, TTL: pttl(ms)}
-		if vals[k+2] != nil {
-			var ok bool
-			if r, ok = holder(vals[k+2], vals[k+1]); !ok || r.Token != token {
-				return RWNodeStatus{}, bad
-			}
-		}
-		if !ok1 || !ok2 || token == "" {
+		r, ok := rwReader(vals[k : k+3])
+		if !ok {
 			return RWNodeStatus{}, bad
 		}
-		ns.Readers = append(ns.Readers, *r)
+		ns.Readers = append(ns.Readers, r)
 	}
 	return ns, nil
+}
+
+// rwReader decodes one reader of rw_inspect's reply: its token, the ms
+// its end has left, and its key's value "<token> <owner>" (nil when the
+// key was not named or is gone: the owner is then unknown).
+func rwReader(f []any) (LockInfo, bool) {
+	token, ok1 := f[0].(string)
+	ms, ok2 := f[1].(int64)
+	if !ok1 || !ok2 || token == "" {
+		return LockInfo{}, false
+	}
+	r := LockInfo{Held: true, Token: token, TTL: pttl(ms)}
+	if f[2] == nil {
+		return r, true
+	}
+	s, ok := f[2].(string)
+	tok, owner, _ := strings.Cut(s, " ")
+	r.Owner = owner
+	return r, ok && tok == token
 }

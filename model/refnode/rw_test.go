@@ -343,18 +343,22 @@ func (d *rwDriver) count(c RWCall, r Reply, before, after RWState) {
 	if len(after.Readers) < len(before.Readers) && c.Op != "release-reader" {
 		d.outcomes["swept"]++
 	}
+	d.outcomes[rwOutcome(c, r)]++
+}
+
+// rwOutcome names what call c answered.
+func rwOutcome(c RWCall, r Reply) string {
 	var o string
 	switch {
 	case r.Err != "":
 		o = c.Op + " error " + strings.Fields(r.Err)[0]
 	case r.Int != nil:
 		o = fmt.Sprintf("%s %d", c.Op, *r.Int)
-	case c.Op == "inspect" && len(c.Named) > 0 && len(r.Array) > 4:
-		o = "inspect named"
-	case c.Op == "inspect" && len(r.Array) > 4:
-		o = "inspect readers"
 	case c.Op == "inspect":
 		o = "inspect"
+		if len(r.Array) > 4 {
+			o = map[bool]string{true: "inspect named", false: "inspect readers"}[len(c.Named) > 0]
+		}
 	case r.Array[0] == int64(3):
 		o = fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
 	case r.Array[0] == int64(1) && len(r.Array) == 3:
@@ -368,5 +372,5 @@ func (d *rwDriver) count(c RWCall, r Reply, before, after RWState) {
 	default:
 		o = c.Op + " intent"
 	}
-	d.outcomes[o]++
+	return o
 }
