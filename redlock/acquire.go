@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -182,7 +181,7 @@ func (l *Locker) mutexRequest(resource string, w attemptHooks) request {
 	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, step: l.seedStep, queue: q}
 	a.prepare()
 	counters := make([]fencing.Token, len(l.nodes))
-	return request{resource: resource, name: strconv.Quote(resource), leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
+	return request{resource: resource, quoted: true, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
 		g, err := l.acquireOn(ctx, i, a)
 		if err != nil {
 			return vote{}, err
@@ -193,7 +192,7 @@ func (l *Locker) mutexRequest(resource string, w attemptHooks) request {
 			v.counters = counters[i : i+1 : i+1]
 		}
 		if read != nil {
-			read(i, g, &v)
+			v = read(i, g, v)
 		}
 		return v, nil
 	}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,15 +23,25 @@ import (
 // request is what one attempt asks of the nodes: the leases it makes
 // (fresh, with their keys and tokens) and the node call that asks node i
 // for all of them. resource names the request in reports (Event,
-// AcquireError), name in error texts. strict makes a failed attempt hear
+// AcquireError) and, quoted or not, in error texts (name). strict makes a failed attempt hear
 // every node (within NodeCallTimeout) before its clean-up, so that it
 // returns with nothing held on the nodes that answered by then
 // (TryAcquireAll).
 type request struct {
-	resource, name string
-	leases         []*Lease
-	call           func(ctx context.Context, i int) (vote, error)
-	strict         bool
+	resource string
+	// quoted says that errors name the resource quoted (a mutex's).
+	quoted bool
+	leases []*Lease
+	call   func(ctx context.Context, i int) (vote, error)
+	strict bool
+}
+
+// name is how errors name the request's resource.
+func (rq request) name() string {
+	if rq.quoted {
+		return strconv.Quote(rq.resource)
+	}
+	return rq.resource
 }
 
 // vote is one node's answer to an attempt, whatever the lock kind and its
@@ -187,7 +198,7 @@ func (o *outcome) add(l *Locker, r reply[vote]) bool {
 // Locker that is closed or a context that ended.
 func (l *Locker) attempt(ctx context.Context, rq request, w attemptHooks) ([]*Lease, *outcome, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("redlock: acquire %s: %w", rq.name, err)
+		return nil, nil, fmt.Errorf("redlock: acquire %s: %w", rq.name(), err)
 	}
 	if !l.enter() {
 		return nil, nil, ErrClosed
@@ -291,7 +302,7 @@ func (l *Locker) decide(ctx context.Context, rq request, o *outcome, r round) ([
 	ae.Granted = len(o.granted)
 	switch {
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("redlock: acquire %s: %w", rq.name, ctx.Err())
+		return nil, fmt.Errorf("redlock: acquire %s: %w", rq.name(), ctx.Err())
 	case r.timedOut:
 		ae.NodeErrors = append(ae.NodeErrors, fmt.Errorf("%d nodes did not answer within %s", len(l.nodes)-r.received, l.cfg.NodeCallTimeout))
 	}
@@ -310,22 +321,17 @@ func (l *Locker) decide(ctx context.Context, rq request, o *outcome, r round) ([
 // confirmAll settles each lease's fencing token (confirmFence) from the
 // granting nodes' counters, the leases at once.
 func (l *Locker) confirmAll(ctx context.Context, leases []*Lease, o *outcome, validUntil time.Time) ([]fencing.Token, error) {
+	if len(leases) == 1 {
+		return l.confirmOne(ctx, leases[0], o, validUntil)
+	}
 	fences := make([]fencing.Token, len(leases))
 	errs := make([]error, len(leases))
 	reports := make([]AcquireError, len(leases))
 	var wg sync.WaitGroup
 	for k, ls := range leases {
-		byNode := make([]fencing.Token, len(l.nodes))
-		for _, i := range o.granted {
-			byNode[i] = o.votes[i].counters[k]
-		}
+		byNode := o.countersOf(k, len(l.nodes))
 		reports[k] = o.err
-		confirm := func() { fences[k], errs[k] = ls.confirmFence(ctx, o.granted, byNode, validUntil, &reports[k]) }
-		if len(leases) == 1 {
-			confirm()
-		} else {
-			wg.Go(confirm)
-		}
+		wg.Go(func() { fences[k], errs[k] = ls.confirmFence(ctx, o.granted, byNode, validUntil, &reports[k]) })
 	}
 	wg.Wait()
 	for k, err := range errs {
@@ -338,6 +344,30 @@ func (l *Locker) confirmAll(ctx context.Context, leases []*Lease, o *outcome, va
 		}
 	}
 	return fences, nil
+}
+
+// confirmOne is confirmAll of a single lease, on the caller's goroutine.
+func (l *Locker) confirmOne(ctx context.Context, ls *Lease, o *outcome, validUntil time.Time) ([]fencing.Token, error) {
+	report := o.err
+	f, err := ls.confirmFence(ctx, o.granted, o.countersOf(0, len(l.nodes)), validUntil, &report)
+	if err != nil {
+		if isReport(err) {
+			o.err = report
+			return nil, &o.err
+		}
+		return nil, err
+	}
+	return []fencing.Token{f}, nil
+}
+
+// countersOf returns the k-th lease's fence counter on each granting node
+// of o, by node index.
+func (o *outcome) countersOf(k, n int) []fencing.Token {
+	byNode := make([]fencing.Token, n)
+	for _, i := range o.granted {
+		byNode[i] = o.votes[i].counters[k]
+	}
+	return byNode
 }
 
 // fail cleans a failed attempt up: it lets the calls still running that

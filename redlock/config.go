@@ -16,9 +16,6 @@ import (
 const (
 	// DefaultLeaseDuration is the lease TTL when Config.LeaseDuration is zero.
 	DefaultLeaseDuration = 10 * time.Second
-	// DefaultClockDriftFactor is the drift factor when Config.ClockDriftFactor
-	// is zero.
-	DefaultClockDriftFactor = 0.01
 	// DefaultMaxNodeCallTimeout caps the default NodeCallTimeout.
 	DefaultMaxNodeCallTimeout = 5 * time.Second
 	// DefaultKeyPrefix is the key prefix when Config.KeyPrefix is empty.
@@ -29,11 +26,15 @@ const (
 	MaxOwnerLen = 256
 	// MinLeaseDuration is the shortest lease duration New accepts.
 	MinLeaseDuration = 10 * time.Millisecond
-	// MaxLeaseDuration is the longest lease duration New accepts.
-	MaxLeaseDuration = 24 * time.Hour
-	// MinNodeCallTimeout is the shortest NodeCallTimeout New accepts.
-	MinNodeCallTimeout = time.Millisecond
 
+	// defaultClockDriftFactor is the drift factor when
+	// Config.ClockDriftFactor is zero.
+	defaultClockDriftFactor = 0.01
+	// maxLeaseDuration is the longest lease duration, rejoin delay and
+	// queue TTL New accepts.
+	maxLeaseDuration = 24 * time.Hour
+	// minNodeCallTimeout is the shortest NodeCallTimeout New accepts.
+	minNodeCallTimeout = time.Millisecond
 	// driftFloor is added to every drift allowance (the Redis distlock rule).
 	driftFloor = 2 * time.Millisecond
 )
@@ -43,17 +44,17 @@ const (
 type Config struct {
 	// LeaseDuration is the TTL set on the nodes at every acquisition and
 	// renewal. Defaults to DefaultLeaseDuration; must be at least
-	// MinLeaseDuration.
+	// MinLeaseDuration and at most 24h.
 	LeaseDuration time.Duration
 	// ClockDriftFactor is the fraction of LeaseDuration held back for the
 	// difference in clock rates between this process and the nodes: a lease
 	// is valid for LeaseDuration - (ceil(LeaseDuration*ClockDriftFactor)+2ms)
-	// from the start of its attempt. Defaults to DefaultClockDriftFactor;
+	// from the start of its attempt. Defaults to 0.01;
 	// must be in (0, 1).
 	ClockDriftFactor float64
 	// NodeCallTimeout bounds every call to one node. Defaults to the smaller
-	// of DefaultMaxNodeCallTimeout and LeaseDuration/3; must be below the
-	// lease's validity.
+	// of DefaultMaxNodeCallTimeout and LeaseDuration/3; must be at least
+	// 1ms and below the lease's validity.
 	NodeCallTimeout time.Duration
 	// NewBackOff makes a fresh retry policy for each Acquire and each renewal
 	// cycle. Defaults to exponential backoff from 100ms to 1s with jitter and
@@ -92,7 +93,7 @@ type Config struct {
 	// node whose maxmemory-policy the Locker reads as allkeys-* is refused
 	// (ErrEvictsLocks). The marker names the db the Node says it uses
 	// (NodeDB; RedisNode: its client's DB). Defaults to LeaseDuration; at
-	// most MaxLeaseDuration.
+	// most 24h.
 	RejoinDelay time.Duration
 	// QueueTTL is how long a waiting Acquire keeps its place in the lock's
 	// wait queue on the nodes without renewing it. Acquire is fair: a
@@ -104,7 +105,7 @@ type Config struct {
 	// that dies holds up the lock for at most QueueTTL after its turn
 	// comes. TryAcquire never queues, and is refused while others wait.
 	// Defaults to LeaseDuration (or twice NodeCallTimeout if that is longer); must be at least twice NodeCallTimeout and
-	// at most MaxLeaseDuration; a negative value turns the queue off (waiters
+	// at most 24h; a negative value turns the queue off (waiters
 	// then race for a released lock, as with other Redlock clients).
 	// Applies to RedisNode (other Node implementations do not queue).
 	QueueTTL time.Duration
@@ -173,43 +174,85 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// withTimingDefaults fills in and validates the timing parameters.
+// withTimingDefaults fills in and validates the timing parameters, one
+// step per parameter in this order: each default may depend on the
+// parameters before it (the call timeout on the lease, the queue's TTL on
+// both).
 func (c Config) withTimingDefaults() (Config, error) {
+	for _, step := range []func(*Config) error{
+		(*Config).leaseDefaults,
+		(*Config).driftDefaults,
+		(*Config).callTimeoutDefaults,
+		(*Config).rejoinDefaults,
+		(*Config).queueDefaults,
+	} {
+		if err := step(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// leaseDefaults fills in and checks LeaseDuration.
+func (c *Config) leaseDefaults() error {
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
-	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > MaxLeaseDuration {
-		return c, fmt.Errorf("%w: LeaseDuration %s is outside [%s, %s]", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
+	if c.LeaseDuration < MinLeaseDuration || c.LeaseDuration > maxLeaseDuration {
+		return fmt.Errorf("%w: LeaseDuration %s is outside [%s, %s]", ErrInvalidConfig, c.LeaseDuration, MinLeaseDuration, maxLeaseDuration)
 	}
+	return nil
+}
+
+// driftDefaults fills in and checks ClockDriftFactor, and that the lease
+// keeps some validity after the drift allowance.
+func (c *Config) driftDefaults() error {
 	if c.ClockDriftFactor == 0 {
-		c.ClockDriftFactor = DefaultClockDriftFactor
+		c.ClockDriftFactor = defaultClockDriftFactor
 	}
 	if !(c.ClockDriftFactor > 0 && c.ClockDriftFactor < 1) { // also rejects NaN
-		return c, fmt.Errorf("%w: ClockDriftFactor %v is outside (0, 1)", ErrInvalidConfig, c.ClockDriftFactor)
+		return fmt.Errorf("%w: ClockDriftFactor %v is outside (0, 1)", ErrInvalidConfig, c.ClockDriftFactor)
 	}
 	if c.validity() <= 0 {
-		return c, fmt.Errorf("%w: LeaseDuration %s leaves no validity after the drift allowance %s", ErrInvalidConfig, c.LeaseDuration, c.drift())
+		return fmt.Errorf("%w: LeaseDuration %s leaves no validity after the drift allowance %s", ErrInvalidConfig, c.LeaseDuration, c.drift())
 	}
+	return nil
+}
+
+// callTimeoutDefaults fills in and checks NodeCallTimeout: a call must
+// end within the lease's validity.
+func (c *Config) callTimeoutDefaults() error {
 	if c.NodeCallTimeout == 0 {
 		c.NodeCallTimeout = min(DefaultMaxNodeCallTimeout, c.LeaseDuration/3)
 	}
-	if c.NodeCallTimeout < MinNodeCallTimeout {
-		return c, fmt.Errorf("%w: NodeCallTimeout %s is below the minimum %s", ErrInvalidConfig, c.NodeCallTimeout, MinNodeCallTimeout)
+	if c.NodeCallTimeout < minNodeCallTimeout {
+		return fmt.Errorf("%w: NodeCallTimeout %s is below the minimum %s", ErrInvalidConfig, c.NodeCallTimeout, minNodeCallTimeout)
 	}
 	if c.NodeCallTimeout >= c.validity() {
-		return c, fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
+		return fmt.Errorf("%w: NodeCallTimeout %s must be below the lease validity %s", ErrInvalidConfig, c.NodeCallTimeout, c.validity())
 	}
+	return nil
+}
+
+// rejoinDefaults fills in and checks RejoinDelay.
+func (c *Config) rejoinDefaults() error {
 	if c.RejoinDelay == 0 {
 		c.RejoinDelay = c.LeaseDuration
 	}
-	if c.RejoinDelay > MaxLeaseDuration {
-		return c, fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, MaxLeaseDuration)
+	if c.RejoinDelay > maxLeaseDuration {
+		return fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, maxLeaseDuration)
 	}
+	return nil
+}
+
+// queueDefaults fills in and checks QueueTTL: a place must outlive a
+// renewal's call (negative turns the queue off).
+func (c *Config) queueDefaults() error {
 	if c.QueueTTL == 0 {
 		c.QueueTTL = max(c.LeaseDuration, 2*c.NodeCallTimeout)
 	}
-	if c.QueueTTL > MaxLeaseDuration || (c.QueueTTL > 0 && c.QueueTTL < 2*c.NodeCallTimeout) {
-		return c, fmt.Errorf("%w: QueueTTL %s is outside [2 x NodeCallTimeout = %s, %s] (negative turns the queue off)", ErrInvalidConfig, c.QueueTTL, 2*c.NodeCallTimeout, MaxLeaseDuration)
+	if c.QueueTTL > maxLeaseDuration || (c.QueueTTL > 0 && c.QueueTTL < 2*c.NodeCallTimeout) {
+		return fmt.Errorf("%w: QueueTTL %s is outside [2 x NodeCallTimeout = %s, %s] (negative turns the queue off)", ErrInvalidConfig, c.QueueTTL, 2*c.NodeCallTimeout, maxLeaseDuration)
 	}
-	return c, nil
+	return nil
 }

@@ -20,7 +20,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 	require.NoError(t, err)
 	cfg := l.Config()
 	require.Equal(t, redlock.DefaultLeaseDuration, cfg.LeaseDuration)
-	require.Equal(t, redlock.DefaultClockDriftFactor, cfg.ClockDriftFactor)
+	require.Equal(t, 0.01, cfg.ClockDriftFactor)
 	require.Equal(t, redlock.DefaultLeaseDuration/3, cfg.NodeCallTimeout)
 	require.Equal(t, redlock.DefaultKeyPrefix, cfg.KeyPrefix)
 	require.NotNil(t, cfg.NewBackOff)

@@ -56,9 +56,6 @@ func NewElector(l *Locker, role string) (*Elector, error) {
 	}, nil
 }
 
-// Role returns the role the Elector campaigns for.
-func (e *Elector) Role() string { return e.role }
-
 // Campaign blocks until this process leads the role, or ctx ends (the
 // error then wraps ctx.Err()), or the Locker is closed (ErrClosed). It waits
 // like Locker.Acquire: a resignation wakes it at once, a crashed leader's
@@ -235,9 +232,6 @@ func (a Leader) sameTerm(b Leader) bool { return a.Owner == b.Owner && a.Fence =
 type Term struct {
 	lease *Lease
 }
-
-// Role returns the role led.
-func (t *Term) Role() string { return t.lease.Resource() }
 
 // Fence returns the term's fencing token: greater than that of every
 // earlier term of the role. Every write the leader makes to a shared

@@ -102,9 +102,8 @@ func TestNewElectorValidates(t *testing.T) {
 	_, err = redlock.NewElector(l, strings.Repeat("r", redlock.MaxResourceLen+1))
 	require.ErrorIs(t, err, redlock.ErrInvalidResource)
 
-	e, err := redlock.NewElector(l, "role")
+	_, err = redlock.NewElector(l, "role")
 	require.NoError(t, err)
-	require.Equal(t, "role", e.Role())
 }
 
 // TestElectorLeaderFromANonCandidate: a process that never campaigns sees
@@ -122,7 +121,6 @@ func TestElectorLeaderFromANonCandidate(t *testing.T) {
 
 	term, err := leader.elector.Campaign(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "scheduler", term.Role())
 	got, err := watcher.elector.Leader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "node-a", got.Owner)

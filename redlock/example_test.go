@@ -153,6 +153,6 @@ func ExampleSemaphore() {
 		return
 	}
 	defer lease.Release(context.Background())
-	fmt.Println("slot:", lease.Resource(), "of", sem.Limit())
+	fmt.Println("slot:", lease.Resource(), "of", len(sem.Slots()))
 	// Output is one of: slot: encoders#0 of 2, or slot: encoders#1 of 2.
 }

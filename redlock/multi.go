@@ -105,7 +105,7 @@ func (l *Locker) requestAll(resources []string, strict bool) request {
 	}
 	groups := slotGroups(leases)
 	what := allName(resources)
-	return request{resource: what, name: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
+	return request{resource: what, leases: leases, strict: strict, call: func(ctx context.Context, i int) (multiGrant, error) {
 		return l.acquireAllOn(ctx, i, leases, groups)
 	}}
 }
@@ -144,43 +144,61 @@ func (l *Locker) acquireAllOn(ctx context.Context, i int, leases []*Lease, group
 // AcquireAll.
 func (l *Locker) acquireGroups(ctx context.Context, i int, leases []*Lease, groups [][]int, split bool, gate grantGate) (multiGrant, error) {
 	if !split {
-		groups = [][]int{nil}
+		groups = [][]int{allPositions(len(leases))}
 	}
 	out := multiGrant{ok: true, counters: make([]fencing.Token, len(leases))}
 	for gi, group := range groups {
-		if group == nil {
-			group = make([]int, len(leases))
-			for k := range group {
-				group[k] = k
-			}
-		}
 		g, err := acquireAllCall(ctx, l.nodes[i], l, leases, group, gate)
 		if err == nil && g.ok {
-			for k, p := range group {
-				out.counters[p] = g.counters[k]
-			}
-			if g.left > 0 && (out.left == 0 || g.left < out.left) {
-				out.left = g.left
-			}
+			out.merge(g, group)
 			continue
 		}
-		var held []*Lease
-		for _, prev := range groups[:gi] {
-			for _, p := range prev {
-				held = append(held, leases[p])
-			}
-		}
-		if err == nil && rejoiningRefusal(g.reason) {
-			held = append(held, l.askRest(ctx, i, leases, groups[gi+1:], gate)...)
-		}
-		if len(held) > 0 {
-			if rerr := releaseHere(ctx, l.nodes[i], held); rerr != nil {
-				return multiGrant{}, errors.Join(err, fmt.Errorf("giving back the slots granted first failed: %w", rerr))
-			}
+		if rerr := l.giveBack(ctx, i, leases, groups, gi, g, err, gate); rerr != nil {
+			return multiGrant{}, errors.Join(err, fmt.Errorf("giving back the slots granted first failed: %w", rerr))
 		}
 		return g, err
 	}
 	return out, nil
+}
+
+// allPositions is the group of every lease: positions 0 to n-1.
+func allPositions(n int) []int {
+	group := make([]int, n)
+	for k := range group {
+		group[k] = k
+	}
+	return group
+}
+
+// merge adds a group's grant to the node's: its counters at the group's
+// positions, and the shortest TTL left of a lock granted over a remainder.
+func (m *multiGrant) merge(g multiGrant, group []int) {
+	for k, p := range group {
+		m.counters[p] = g.counters[k]
+	}
+	if g.left > 0 && (m.left == 0 || g.left < m.left) {
+		m.left = g.left
+	}
+}
+
+// giveBack ends a split call at group gi, which was refused (g) or
+// failed (err): it releases on node i the groups granted before it and,
+// when gi sat out after a loss of data, asks the groups after it (askRest)
+// and releases what they granted. It returns the release's failure.
+func (l *Locker) giveBack(ctx context.Context, i int, leases []*Lease, groups [][]int, gi int, g multiGrant, err error, gate grantGate) error {
+	var held []*Lease
+	for _, prev := range groups[:gi] {
+		for _, p := range prev {
+			held = append(held, leases[p])
+		}
+	}
+	if err == nil && rejoiningRefusal(g.reason) {
+		held = append(held, l.askRest(ctx, i, leases, groups[gi+1:], gate)...)
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return releaseHere(ctx, l.nodes[i], held)
 }
 
 // askRest asks node i for the given slot groups at once (their calls go
@@ -231,53 +249,75 @@ func acquireAllCall(ctx context.Context, n Node, l *Locker, leases []*Lease, gro
 }
 
 // parseAllGrant decodes acquire_all's reply: {1, counter, pttl, ...} with
-// one pair per lock, {0, pttl, k} or {0, 0, k, ms}.
+// one pair per lock, {0, pttl, k} or {0, 0, k, ms}, or a sit-out.
 func parseAllGrant(reply any, leases []*Lease, group []int) (multiGrant, error) {
 	bad := fmt.Errorf("%w: acquire_all reply %s", errBadReply, describeReply(reply))
 	vals, ok := reply.([]any)
 	if !ok || len(vals) < 2 {
 		return multiGrant{}, bad
 	}
+	var g multiGrant
 	switch vals[0] {
 	case int64(3):
 		return sitOutGrant(reply, vals)
 	case int64(1):
-		if len(vals) != 1+2*len(group) {
-			return multiGrant{}, bad
-		}
-		g := multiGrant{ok: true, counters: make([]fencing.Token, len(group))}
-		for k := range group {
-			s, ok1 := vals[1+2*k].(string)
-			ms, ok2 := vals[2+2*k].(int64)
-			c, err := fencing.ParseToken(s)
-			if !ok1 || !ok2 || err != nil || ms < 0 {
-				return multiGrant{}, bad
-			}
-			g.counters[k] = c
-			if left := time.Duration(ms) * time.Millisecond; ms > 0 && (g.left == 0 || left < g.left) {
-				g.left = left
-			}
-		}
-		return g, nil
+		g, ok = allGranted(vals[1:], len(group))
 	case int64(0):
-		ttl, ok1 := vals[1].(int64)
-		k, ok2 := int64(0), false
-		if len(vals) >= 3 {
-			k, ok2 = vals[2].(int64)
-		}
-		if !ok1 || !ok2 || k < 1 || int(k) > len(group) || len(vals) > 4 {
-			return multiGrant{}, bad
-		}
-		g := multiGrant{holderTTL: pttl(ttl)}
-		res := leases[group[k-1]].resource
-		if len(vals) == 4 {
-			g.reason = fmt.Sprintf("%q: %s", res, queuedReason)
-		} else {
-			g.reason = fmt.Sprintf("%q is held", res)
-		}
-		return g, nil
+		g, ok = allRefused(vals[1:], leases, group)
+	default:
+		ok = false
 	}
-	return multiGrant{}, bad
+	if !ok {
+		return multiGrant{}, bad
+	}
+	return g, nil
+}
+
+// allGranted decodes a grant's pairs, one {counter, pttl} per lock of the
+// group: the counters in order, and the shortest TTL left of a lock the
+// node granted over a remainder (pttl > 0). It reports false for a reply
+// of another shape.
+func allGranted(pairs []any, n int) (multiGrant, bool) {
+	if len(pairs) != 2*n {
+		return multiGrant{}, false
+	}
+	g := multiGrant{ok: true, counters: make([]fencing.Token, n)}
+	for k := range n {
+		s, ok1 := pairs[2*k].(string)
+		ms, ok2 := pairs[2*k+1].(int64)
+		c, err := fencing.ParseToken(s)
+		if !ok1 || !ok2 || err != nil || ms < 0 {
+			return multiGrant{}, false
+		}
+		g.counters[k] = c
+		if left := time.Duration(ms) * time.Millisecond; ms > 0 && (g.left == 0 || left < g.left) {
+			g.left = left
+		}
+	}
+	return g, true
+}
+
+// allRefused decodes a refusal, {pttl, k} (the k-th lock of the group is
+// held) or {pttl, k, ms} (others wait for it): the holder's TTL and the
+// reason naming the resource. It reports false for a reply of another
+// shape.
+func allRefused(rest []any, leases []*Lease, group []int) (multiGrant, bool) {
+	if len(rest) < 2 || len(rest) > 3 {
+		return multiGrant{}, false
+	}
+	ttl, ok1 := rest[0].(int64)
+	k, ok2 := rest[1].(int64)
+	if !ok1 || !ok2 || k < 1 || int(k) > len(group) {
+		return multiGrant{}, false
+	}
+	g := multiGrant{holderTTL: pttl(ttl)}
+	res := leases[group[k-1]].resource
+	if len(rest) == 3 {
+		g.reason = fmt.Sprintf("%q: %s", res, queuedReason)
+	} else {
+		g.reason = fmt.Sprintf("%q is held", res)
+	}
+	return g, true
 }
 
 // releaseHere deletes the given leases' locks on one node, where their

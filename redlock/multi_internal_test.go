@@ -2,8 +2,11 @@ package redlock
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/fencing"
 )
 
 // TestKeySlotIsRedisClusters: the hash slots CLUSTER KEYSLOT answers.
@@ -31,4 +34,54 @@ func TestEverySlotHasATag(t *testing.T) {
 		require.NotEmpty(t, tag, "slot %d", s)
 		require.Equal(t, s, keySlot("redlock:{"+tag+"}~trust"), "slot %d", s)
 	}
+}
+
+// TestParseAllGrant: acquire_all's reply shapes, a grant (one counter and
+// TTL pair per lock), a refusal naming the held lock, with or without a
+// queue, and every malformed reply rejected with errBadReply.
+func TestParseAllGrant(t *testing.T) {
+	leases := []*Lease{{resource: "a"}, {resource: "b"}, {resource: "c"}}
+	group := []int{2, 0} // the call asked for c, then a
+	g, err := parseAllGrant([]any{int64(1), "7", int64(0), "9", int64(1500)}, leases, group)
+	require.NoError(t, err)
+	require.True(t, g.ok)
+	require.Equal(t, []fencing.Token{7, 9}, g.counters)
+	require.Equal(t, 1500*time.Millisecond, g.left, "the shortest remainder of a lock granted over one")
+
+	g, err = parseAllGrant([]any{int64(0), int64(800), int64(2)}, leases, group)
+	require.NoError(t, err)
+	require.False(t, g.ok)
+	require.Equal(t, 800*time.Millisecond, g.holderTTL)
+	require.Equal(t, `"a" is held`, g.reason, "k counts in the group's order, from 1")
+
+	g, err = parseAllGrant([]any{int64(0), int64(0), int64(1), int64(40)}, leases, group)
+	require.NoError(t, err)
+	require.Equal(t, `"c": `+queuedReason, g.reason)
+
+	for _, bad := range []any{
+		nil, "x", []any{int64(1)},
+		[]any{int64(1), "7", int64(0)},                          // one pair for two locks
+		[]any{int64(1), "7", int64(0), "x", int64(0)},           // not a counter
+		[]any{int64(1), "7", int64(0), "9", int64(-1)},          // negative TTL
+		[]any{int64(0), int64(800)},                             // no k
+		[]any{int64(0), int64(800), int64(3)},                   // k past the group
+		[]any{int64(0), int64(800), int64(0)},                   // k from 1
+		[]any{int64(0), int64(0), int64(1), int64(4), int64(5)}, // too long
+		[]any{int64(2), int64(0), int64(1)},                     // unknown flag
+	} {
+		g, err := parseAllGrant(bad, leases, group)
+		require.ErrorIs(t, err, errBadReply, "%#v", bad)
+		require.Equal(t, multiGrant{}, g)
+	}
+}
+
+// TestMultiGrantMerge: a split call's grants land at their groups'
+// positions, and the shortest remainder wins.
+func TestMultiGrantMerge(t *testing.T) {
+	out := multiGrant{ok: true, counters: make([]fencing.Token, 3)}
+	out.merge(multiGrant{ok: true, counters: []fencing.Token{5}, left: time.Second}, []int{1})
+	out.merge(multiGrant{ok: true, counters: []fencing.Token{6, 7}}, []int{2, 0})
+	require.Equal(t, []fencing.Token{7, 5, 6}, out.counters)
+	require.Equal(t, time.Second, out.left)
+	require.Equal(t, []int{0, 1, 2}, allPositions(3))
 }

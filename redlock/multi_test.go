@@ -182,7 +182,8 @@ func TestAMinorityGrantOfAllIsGivenBack(t *testing.T) {
 // busy resource gets the whole set once it is released, woken by the
 // release (its backoff is an hour).
 func TestAcquireAllWaitsForTheBusyResource(t *testing.T) {
-	l := newLocker(t, testutil.NewMiniCluster(t, 3).Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), slowPolling(redlock.Config{LeaseDuration: 5 * time.Second}))
 	ctx := testutil.Context(t)
 	busy, err := l.TryAcquire(ctx, "y")
 	require.NoError(t, err)
@@ -194,7 +195,7 @@ func TestAcquireAllWaitsForTheBusyResource(t *testing.T) {
 		}
 		got <- leases
 	}()
-	time.Sleep(100 * time.Millisecond) // let it wait; not a timing assertion
+	subscribed(t, c, l.Key("y"), 1) // it waits for the release's announcement
 	require.NoError(t, busy.Release(ctx))
 	leases := <-got
 	require.Len(t, leases, 3)

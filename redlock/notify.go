@@ -248,28 +248,51 @@ func (h *waitHub) notify(node int, key, msg string) {
 	if kw == nil {
 		return
 	}
-	id, head, _ := strings.Cut(msg, " ")
-	head, counter, _ := strings.Cut(head, " ")
-	handed := false
-	if c, err := fencing.ParseToken(counter); err == nil && head != "" {
-		// The node handed the lock over: its new holder is woken now, and
-		// nobody else need try.
-		kw.handOver(node, head, c)
-		head, handed = "", true
-	}
+	id, head, handed := kw.announced(node, msg)
 	switch {
 	case id == "":
-		kw.queue[0].signal()
-		for _, w := range kw.queue[1:] {
-			if w.id != "" { // the head of the nodes' queue may be any of them
-				w.signal()
-			}
-		}
-		return
+		kw.missed()
 	case strings.HasPrefix(id, leaveMark):
 		kw.wake([]string{head})
-		return
+	default:
+		kw.announcedBy(id, head, handed, h.l.quorum)
 	}
+}
+
+// announced decodes one node's announcement, "id", "id head" or "id head
+// counter" (the node handed the lock over to head, its fence counter
+// there being counter), and notes a hand-over for its waiter (handOver),
+// who is woken now and for whom nobody else need try. It returns the
+// release's (or leaving's) id, the head still to wake ("" after a
+// hand-over) and whether the lock was handed over.
+func (kw *keyWait) announced(node int, msg string) (id, head string, handed bool) {
+	id, head, _ = strings.Cut(msg, " ")
+	head, counter, _ := strings.Cut(head, " ")
+	if c, err := fencing.ParseToken(counter); err == nil && head != "" {
+		kw.handOver(node, head, c)
+		return id, "", true
+	}
+	return id, head, false
+}
+
+// missed wakes, after a node's announcements of the key may have been
+// missed, the first waiter and every waiter that queued on the nodes (the
+// head of the nodes' queue may be any of them).
+func (kw *keyWait) missed() {
+	kw.queue[0].signal()
+	for _, w := range kw.queue[1:] {
+		if w.id != "" {
+			w.signal()
+		}
+	}
+}
+
+// announcedBy counts one node's announcement of release id, which named head
+// (or none) or handed the lock over. Once a quorum of nodes announced it,
+// the heads named are woken or, when none was named and nothing was
+// handed over, the first waiter in line; a head named by a node after
+// that is woken too (it may be the head there: let it try).
+func (kw *keyWait) announcedBy(id, head string, handed bool, quorum int) {
 	r := kw.release(id)
 	r.nodes++
 	r.handed = r.handed || handed
@@ -278,7 +301,7 @@ func (h *waitHub) notify(node int, key, msg string) {
 		r.heads = append(r.heads, head)
 	}
 	switch {
-	case !r.done && r.nodes >= h.l.quorum:
+	case !r.done && r.nodes >= quorum:
 		r.done = true
 		switch {
 		case len(r.heads) == 0 && !r.handed:
@@ -287,7 +310,7 @@ func (h *waitHub) notify(node int, key, msg string) {
 			kw.wake(r.heads)
 		}
 	case r.done && added:
-		kw.wake([]string{head}) // a node named another head: let it try too
+		kw.wake([]string{head})
 	}
 }
 

@@ -120,3 +120,59 @@ func TestSubscriptionsForgetKeysWithoutWaiters(t *testing.T) {
 		s.mu.Unlock()
 	}
 }
+
+// TestHubAnnouncements: what each announcement wakes. An empty one (a
+// node's announcements may have been missed) wakes the first waiter and
+// every waiter that queued on the nodes; a release wakes, once a majority
+// announced it, the heads it named, or the first waiter when it named
+// none, and a head named by a later node too; a hand-over is noted for its
+// waiter and wakes nobody else.
+func TestHubAnnouncements(t *testing.T) {
+	hub := func() (*waitHub, []*waiter) {
+		h := &waitHub{l: &Locker{quorum: 2}, keys: map[string]*keyWait{}}
+		ws := []*waiter{
+			{wake: make(chan struct{}, 1)},           // a plain waiter
+			{wake: make(chan struct{}, 1), id: "p1"}, // queued on the nodes
+			{wake: make(chan struct{}, 1)},           // a plain waiter behind
+			{wake: make(chan struct{}, 1), id: "p2"}, // queued
+		}
+		h.keys["k"] = &keyWait{queue: ws}
+		return h, ws
+	}
+	wokenOf := func(ws []*waiter) []bool {
+		out := make([]bool, len(ws))
+		for i, w := range ws {
+			out[i] = woken(w)
+		}
+		return out
+	}
+
+	h, ws := hub()
+	h.notify(1, "k", "")
+	require.Equal(t, []bool{true, true, false, true}, wokenOf(ws), "missed: the first and the queued")
+
+	h, ws = hub()
+	h.notify(0, "k", "aaaaaaaa p2")
+	require.Equal(t, []bool{false, false, false, false}, wokenOf(ws), "one node of three: not yet")
+	h.notify(1, "k", "aaaaaaaa p2")
+	require.Equal(t, []bool{false, false, false, true}, wokenOf(ws), "a majority named p2")
+	h.notify(2, "k", "aaaaaaaa p1")
+	require.Equal(t, []bool{false, true, false, false}, wokenOf(ws), "a later node named another head: it tries too")
+
+	h, ws = hub()
+	h.notify(0, "k", "bbbbbbbb")
+	h.notify(2, "k", "bbbbbbbb")
+	require.Equal(t, []bool{true, false, false, false}, wokenOf(ws), "no head named: the first in line")
+
+	h, ws = hub()
+	h.notify(0, "k", "cccccccc p1 7")
+	h.notify(1, "k", "cccccccc p1 7")
+	require.Equal(t, []bool{false, true, false, false}, wokenOf(ws), "handed over to p1: nobody else")
+	require.NotNil(t, ws[1].handed, "the hand-over is noted for its waiter")
+
+	h, ws = hub()
+	h.notify(0, "k", "~dddddddd p2")
+	require.Equal(t, []bool{false, false, false, true}, wokenOf(ws), "a leaving names the head: woken on one node's word")
+	h.notify(0, "unknown", "eeeeeeee")
+	require.Equal(t, []bool{false, false, false, false}, wokenOf(ws), "no waiter of that key")
+}

@@ -106,9 +106,9 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Starts reports whether the kind begins an operation (...Start): a
+// starts reports whether the kind begins an operation (...Start): a
 // ContextObserver's context returned for it is the operation's.
-func (k EventKind) Starts() bool {
+func (k EventKind) starts() bool {
 	switch k {
 	case EventAcquireStart, EventAttemptStart, EventNodeCallStart, EventReleaseStart, EventRenewStart:
 		return true
@@ -222,8 +222,9 @@ type Observer interface {
 // ContextObserver is the successor of Observer: it receives every event
 // with the context of the call it belongs to (the caller's, or for a
 // lease's renewals the acquisition's), so that it can start and end
-// spans and read baggage. For a start event (EventKind.Starts) the
-// context it returns becomes the operation's: the Locker passes it to the
+// spans and read baggage. For a start event (EventAcquireStart,
+// EventAttemptStart, EventNodeCallStart, EventReleaseStart,
+// EventRenewStart) the context it returns becomes the operation's: the Locker passes it to the
 // nested events, to the end event and to the node calls (the Node's Eval
 // gets it). It must return ctx or a context derived from it, and its
 // return is ignored for the other kinds. The Locker calls ObserveContext
@@ -313,7 +314,7 @@ func (l *Locker) run(d *delivery) {
 		close(d.done)
 	}()
 	if co, ok := l.cfg.Observer.(ContextObserver); ok {
-		if out := co.ObserveContext(d.ctx, d.e); out != nil && d.e.Kind.Starts() {
+		if out := co.ObserveContext(d.ctx, d.e); out != nil && d.e.Kind.starts() {
 			d.out = out
 		}
 		return

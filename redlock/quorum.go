@@ -23,43 +23,59 @@ type reply[T any] struct {
 }
 
 // fanout calls fn with each of the given node indexes, in parallel on the
-// Locker's workers, under one NodeCallTimeout deadline derived from ctx.
-// Replies arrive on the returned channel, which has room for all of them;
-// wg.Done runs after each call. The second channel closes when the deadline
-// passes or every call has finished (then every reply is in the channel).
-// Failed calls are reported to the Observer as op.
+// Locker's workers, under one NodeCallTimeout deadline derived from ctx
+// (one context for the whole fan-out, not one per call). Replies arrive on
+// the returned channel, which has room for all of them; wg.Done runs after
+// each call. The second channel closes when the deadline passes or every
+// call has finished (then every reply is in the channel). Failed calls are
+// reported to the Observer as op.
 func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(ctx context.Context, i int) (T, error)) (<-chan reply[T], <-chan struct{}) {
-	out := make(chan reply[T], len(idxs))
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
+	f := &fan[T]{l: l, op: op, fn: fn, wg: wg, out: make(chan reply[T], len(idxs))}
+	f.ctx, f.cancel = context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
 	if len(idxs) == 0 {
-		cancel()
-		return out, cctx.Done()
+		f.cancel()
+		return f.out, f.ctx.Done()
 	}
-	left := int32(len(idxs))
-	lastDone := cancel // the last call to finish frees the deadline
+	f.left.Store(int32(len(idxs)))
 	wg.Add(len(idxs))
-	call := func(i int) {
-		defer wg.Done()
-		nctx, start := l.beginNodeCall(cctx, op, i)
-		v, err := fn(nctx, i)
-		if err != nil {
-			err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
-			l.emitCtx(nctx, Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: op, Err: err})
-		}
-		endNodeCall(l, nctx, cctx, op, i, start, v, err)
-		out <- reply[T]{idx: i, val: v, err: err}
-		if atomic.AddInt32(&left, -1) == 0 {
-			lastDone()
-		}
-	}
 	if len(idxs) == 1 && l.inline {
-		call(idxs[0]) // returns by cctx's deadline: no hand-over needed
-		return out, cctx.Done()
+		f.call(idxs[0]) // returns by the deadline: no hand-over needed
+		return f.out, f.ctx.Done()
 	}
 	for _, i := range idxs {
-		l.workers.run(call, i)
+		l.workers.run(f, i)
 	}
-	return out, cctx.Done()
+	return f.out, f.ctx.Done()
+}
+
+// fan is one fan-out: what its calls share, in one allocation (a worker
+// takes it as its job, without a closure per fan-out).
+type fan[T any] struct {
+	l      *Locker
+	op     string
+	fn     func(ctx context.Context, i int) (T, error)
+	wg     *sync.WaitGroup
+	out    chan reply[T]
+	ctx    context.Context // the fan-out's deadline
+	cancel context.CancelFunc
+	left   atomic.Int32 // calls not finished; the last frees the deadline
+}
+
+// call makes the fan-out's call to node i and sends its reply.
+func (f *fan[T]) call(i int) {
+	defer f.wg.Done()
+	l := f.l
+	nctx, start := l.beginNodeCall(f.ctx, f.op, i)
+	v, err := f.fn(nctx, i)
+	if err != nil {
+		err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
+		l.emitCtx(nctx, Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: f.op, Err: err})
+	}
+	endNodeCall(l, nctx, f.ctx, f.op, i, start, v, err)
+	f.out <- reply[T]{idx: i, val: v, err: err}
+	if f.left.Add(-1) == 0 {
+		f.cancel()
+	}
 }
 
 // gather reads up to n replies of a fan-out, passing each to take, until
@@ -242,10 +258,13 @@ type workers struct {
 	stopped bool
 }
 
-// job is one call: fn(arg). One fn serves every node of a fan-out, so
-// that a fan-out allocates one closure, not one per node.
+// caller makes one node call of a fan-out (a *fan).
+type caller interface{ call(i int) }
+
+// job is one call: c.call(arg). One caller serves every node of a
+// fan-out.
 type job struct {
-	fn  func(int)
+	c   caller
 	arg int
 }
 
@@ -253,10 +272,10 @@ func newWorkers() *workers {
 	return &workers{jobs: make(chan job), quit: make(chan struct{})}
 }
 
-// run starts fn(arg) on an idle worker, or on a new one if none is idle.
-// After stop, it runs it on a goroutine of its own.
-func (w *workers) run(fn func(int), arg int) {
-	j := job{fn, arg}
+// run starts c.call(arg) on an idle worker, or on a new one if none is
+// idle. After stop, it runs it on a goroutine of its own.
+func (w *workers) run(c caller, arg int) {
+	j := job{c, arg}
 	select {
 	case w.jobs <- j:
 		return
@@ -265,7 +284,7 @@ func (w *workers) run(fn func(int), arg int) {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
-		go fn(arg)
+		go c.call(arg)
 		return
 	}
 	w.wg.Add(1)
@@ -278,7 +297,7 @@ func (w *workers) work(job job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		job.fn(job.arg)
+		job.c.call(job.arg)
 		idle.Reset(workerIdle)
 		select {
 		case job = <-w.jobs:

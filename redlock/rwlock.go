@@ -57,16 +57,6 @@ func (l *Locker) NewRWLock(resource string) (*RWLock, error) {
 	return &RWLock{l: l, resource: resource, keys: lockKeys(w), readers: w + ":readers", intent: w + ":intent", prefix: w + readerInfix}, nil
 }
 
-// Resource returns the name of the locked resource.
-func (rw *RWLock) Resource() string { return rw.resource }
-
-// Shared reports whether the lease is a read-write lock's shared (reader)
-// lease.
-func (ls *Lease) Shared() bool {
-	k := ls.key
-	return len(k) > 32+len(readerInfix) && k[len(k)-32-len(readerInfix):len(k)-32] == readerInfix
-}
-
 // newKeyedLease is newLease for a lease whose keys are not the mutex's
 // (lockKeys(Key(resource))): a read-write lock's writer or reader.
 func newKeyedLease(l *Locker, resource string, keys []string, token string) *Lease {
@@ -218,7 +208,7 @@ func (rw *RWLock) readRequest() request {
 // granting scripts (eval), on each node under the rejoin rule.
 func (rw *RWLock) request(ls *Lease, eval func(ctx context.Context, i int, g grantGate) (any, error)) request {
 	l := rw.l
-	return request{resource: rw.resource, name: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
+	return request{resource: rw.resource, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {
 		return grantOn(l, ctx, i, func(gate grantGate) (vote, bool, error) {
 			reply, err := eval(ctx, i, gate)
 			if err != nil {

@@ -107,9 +107,6 @@ func (s *Semaphore) gateClear(ctx context.Context) error {
 // resource: the lock that a holder of that slot holds.
 func SlotResource(resource string, i int) string { return resource + "#" + strconv.Itoa(i) }
 
-// Limit returns the semaphore's limit K.
-func (s *Semaphore) Limit() int { return len(s.slots) }
-
 // Slots returns the resource names of the slots, in order.
 func (s *Semaphore) Slots() []string { return append([]string(nil), s.slots...) }
 

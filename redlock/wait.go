@@ -21,9 +21,9 @@ import (
 type attemptHooks interface {
 	// queue returns what a mutex attempt's acquire calls carry of the
 	// caller's place in the wait queue, and a function that reads each
-	// node's answer first, on the call's goroutine, and may change its
-	// vote; nil, nil when it does not queue.
-	queue() (*queueArgs, func(i int, g grant, v *vote))
+	// node's answer first, on the call's goroutine, and returns its vote,
+	// changed or not; nil, nil when it does not queue.
+	queue() (*queueArgs, func(i int, g grant, v vote) vote)
 	// started records the attempt's node calls, which may outlive it.
 	started(c startedCalls)
 	// listen returns how much longer to hear the nodes still answering
@@ -65,11 +65,11 @@ type waiting interface {
 // noWait is the hooks of an attempt that nobody waits behind (TryAcquire).
 type noWait struct{}
 
-func (noWait) queue() (*queueArgs, func(int, grant, *vote))   { return nil, nil }
-func (noWait) started(startedCalls)                           {}
-func (noWait) listen(*outcome) time.Duration                  { return 0 }
-func (noWait) failed(context.Context, *outcome, string) []int { return nil }
-func (noWait) granted(*Lease)                                 {}
+func (noWait) queue() (*queueArgs, func(int, grant, vote) vote) { return nil, nil }
+func (noWait) started(startedCalls)                             {}
+func (noWait) listen(*outcome) time.Duration                    { return 0 }
+func (noWait) failed(context.Context, *outcome, string) []int   { return nil }
+func (noWait) granted(*Lease)                                   {}
 
 // leaseHooks is what the waiting adds to a lease's release and end: the
 // Locker's own (newLeaseHooks) for every lease, or those a fair Acquire

@@ -40,17 +40,18 @@ func newFairWait(base waitBase) *fairWait {
 // attempt's calls went out (failed forgets only those), and reads each
 // node's answer into heard: a refusal because the place holds the lock is
 // a hand-over.
-func (fw *fairWait) queue() (*queueArgs, func(int, grant, *vote)) {
+func (fw *fairWait) queue() (*queueArgs, func(int, grant, vote) vote) {
 	if fw.w != nil {
 		fw.notes = fw.l.hub.notes(fw.w)
 	}
 	heard := make([]grant, len(fw.l.nodes))
 	fw.heard = heard
-	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}, func(i int, g grant, v *vote) {
+	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}, func(i int, g grant, v vote) vote {
 		heard[i] = g
 		if g.handed {
 			v.reason = handedReason
 		}
+		return v
 	}
 }
 

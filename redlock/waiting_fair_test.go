@@ -51,7 +51,7 @@ func answer(t *testing.T, l *Locker, fw *fairWait, answers map[int]grant) (*outc
 		if g.OK {
 			v.counters = []fencing.Token{g.Counter}
 		}
-		read(i, g, &v)
+		v = read(i, g, v)
 		replies[i] = reply[vote]{val: v}
 	}
 	o := failedAttempt(l, time.Now(), replies)
@@ -137,7 +137,7 @@ func TestWaitingFairStaleAnnouncement(t *testing.T) {
 	_, read := fw.queue()
 	l.hub.handOver(fw.key, 0, fw.p.id, 9)
 	v := vote{holderTTL: time.Minute}
-	read(0, busy, &v)
+	v = read(0, busy, v)
 	o := failedAttempt(l, time.Now(), map[int]reply[vote]{0: {val: v}})
 	fw.failed(context.Background(), o, newToken())
 	h, counters := l.handed(fw.p, fw.w)
@@ -225,4 +225,51 @@ func TestWaitingFairTakesGrantsOver(t *testing.T) {
 	require.Zero(t, wait)
 	require.Equal(t, fencing.Token(7), lease.Fence())
 	require.NoError(t, lease.Release(context.Background()))
+}
+
+// TestWaitingFairSplitVote: a fair attempt that a minority granted, with
+// no hand-over, is a split vote as in the plain waiting (waitBase's rule):
+// no grant is taken over, the pause is a random point up to twice the
+// attempt's duration, doubled for each split in a row, and an attempt
+// that nobody granted starts the count again.
+func TestWaitingFairSplitVote(t *testing.T) {
+	l, fw, _ := fairWaiting(t, 3)
+	for round := range 3 {
+		start := time.Now()
+		o, kept := answer(t, l, fw, map[int]grant{0: granted, 1: busy, 2: queued(2, 0)})
+		require.Empty(t, kept, "nothing handed over to the place: no grant taken over")
+		lease, wait, err := fw.next(context.Background(), o)
+		require.NoError(t, err)
+		require.Nil(t, lease)
+		require.Equal(t, round+1, fw.splits)
+		require.LessOrEqual(t, wait, 2*time.Since(start)<<round, "round %d", round)
+	}
+	o, _ := answer(t, l, fw, map[int]grant{0: busy, 1: busy, 2: queued(2, 0)})
+	_, _, err := fw.next(context.Background(), o)
+	require.NoError(t, err)
+	require.Zero(t, fw.splits, "nobody granted: no split")
+}
+
+// TestWaitingFairLapsedHead: nodes that keep a free lock for another head
+// make the waiter try again when that head's place runs out, not later; a
+// release that names the other head does not wake it, and the head's
+// leaving (its place lapsed or given up) that names this waiter wakes it
+// at once, on one node's word.
+func TestWaitingFairLapsedHead(t *testing.T) {
+	l, fw, _ := fairWaiting(t, 3)
+	kept := queued(1, 30*time.Millisecond)
+	o, _ := answer(t, l, fw, map[int]grant{0: kept, 1: kept, 2: kept})
+	lease, wait, err := fw.next(context.Background(), o)
+	require.NoError(t, err)
+	require.Nil(t, lease)
+	require.Equal(t, 31*time.Millisecond, wait, "again once the head's place has run out")
+	require.NotNil(t, fw.w, "it waits in the hub meanwhile")
+
+	for i := range 2 {
+		l.hub.notify(i, fw.key, "0a1b2c3d otherplace")
+	}
+	require.Empty(t, fw.w.wake, "a release handed to the other head wakes nobody here")
+
+	l.hub.notify(2, fw.key, leaveMark+"4e5f6a7b "+fw.p.id)
+	require.Len(t, fw.w.wake, 1, "the head left and named this waiter: woken at once")
 }
