@@ -313,23 +313,30 @@ func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
 	return st, nil
 }
 
-// inspectNode reads the lock on node i: rw_inspect once, and when the
-// index has live readers once more with their keys declared, to read
-// their owners (a script may touch only the keys it is given).
+// inspectNode reads the lock on node i: rw_inspect once, and while the
+// index has live readers whose keys it did not name, again with their
+// keys declared, to read their owners (a script may touch only the keys
+// it is given); at most three times (readers that keep arriving are
+// shown without an owner).
 func (rw *RWLock) inspectNode(ctx context.Context, i int) (RWNodeStatus, error) {
 	n := rw.l.nodes[i]
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
-	for round := 0; ; round++ {
+	named := map[string]bool{}
+	for round := 1; ; round++ {
 		reply, err := n.Eval(ctx, scripts.RWInspect, keys)
 		if err != nil {
 			return RWNodeStatus{}, scriptErr(err, "")
 		}
 		ns, err := parseRWInspect(reply)
-		if err != nil || len(ns.Readers) == 0 || round > 0 {
-			return ns, err
-		}
+		more := false
 		for _, r := range ns.Readers {
-			keys = append(keys, rw.prefix+r.Token)
+			if !named[r.Token] {
+				named[r.Token], more = true, true
+				keys = append(keys, rw.prefix+r.Token)
+			}
+		}
+		if err != nil || !more || round == 3 {
+			return ns, err
 		}
 	}
 }
