@@ -31,6 +31,8 @@ test-checks: staticcheck
 	cd redlockotel && $(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZFLAGS=-parallel=1
 	$(GO) test $(TEST_FLAGS) -p 1 $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/testutil$$' -e '/redlock$$' -e '/internal/cli$$')
+	@# The KEYS check (scripts/checkkeys.go): every script call of the miniredis suite asserts each key it touches is in KEYS.
+	$(GO) test -tags redlock_checkkeys -short -count=1 -vet=off -p 1 ./redlock/ ./scripts/ ./model/...
 	@# The modules of their own (pgx, etcd), each on its real server.
 	@set -e; for m in $(SUBMODULES); do echo "cd $$m && go mod tidy -diff && go vet && staticcheck && go test"; \
 		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test $(TEST_FLAGS) ./...); done

@@ -139,6 +139,7 @@ start no-confirm  refuted redlock.pml "-m20 -c1" "$COL" -DN=5 -DNOCONFIRM -DMAXR
 start no-relcheck refuted redlock.pml "$EXH" "$BFS" -DNORELCHECK -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNORENEW
 start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1 -DMAXR=1 -DNOLATE -DNORENEW
 start rw-noreaders refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOREADERCHECK
+start rw-indexttl  refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DINDEXTTL
 start no-skip     refuted progress.pml "$LIVE" "$COL -DNFAIR=3" $PROG -DFAULTS=2 -DHWEND=0 -DNOSKIP
 start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 

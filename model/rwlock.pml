@@ -3,16 +3,21 @@
  * C clients on N = 3 nodes each take the lock once: with C = 3 one a
  * writer, one a reader, the third either; with C = 2 a writer and one
  * either (make model runs C = 2; docs/model.md has both), by a majority of grants within
- * their window, then release it. A node records a writer's lock (wl) and
- * the set of readers (rd), each with its own expiry, and one fence
+ * their window, then release it. A node records a writer's lock (wl),
+ * the readers index (rd: a reader's entry, live until its end passes),
+ * each reader's own key (rkey: what the fence step finds), and one fence
  * counter that every grant raises (fc). Calls are delivered at any later
- * point, keys expire once no open window pins them, windows end at any
- * time. Properties, each time a lease becomes valid: a writer has no
- * other valid holder, a reader no valid writer; and its token exceeds the
- * token of every lease that became valid before its attempt began (so a
- * writer's exceeds every earlier token, and a reader's every earlier
- * writer's). The mutant NOREADERCHECK (a writer granted over recorded
- * readers) must be refuted.
+ * point, keys and index entries lapse once no open window pins them
+ * (rw_sweep removes lapsed entries; to the writer a lapsed entry and a
+ * removed one are alike), windows end at any time. An eviction (a
+ * volatile-* policy) may take a reader's key at any time, since it has a
+ * TTL, but not the index, which has none. Properties, each time a lease
+ * becomes valid: a writer has no other valid holder, a reader no valid
+ * writer; and its token exceeds the token of every lease that became
+ * valid before its attempt began (so a writer's exceeds every earlier
+ * token, and a reader's every earlier writer's). The mutants must be
+ * refuted: NOREADERCHECK (a writer granted over recorded readers) and
+ * INDEXTTL (the index with a TTL: evictable while a reader is live).
  */
 #define N 3
 #define Q 2
@@ -21,7 +26,8 @@
 #endif
 
 byte wl[N];        /* the token (client + 1) holding the writer's lock, 0 none */
-byte rd[N];        /* the readers recorded on the node: bit c for client c */
+byte rd[N];        /* the readers index on the node: bit c for client c */
+byte rkey[N];       /* the readers' own keys on the node: bit c */
 byte fc[N];        /* the node's fence counter */
 bit vt[C];         /* the client's window is open */
 bit held[C];       /* it believes it holds a valid lease */
@@ -49,7 +55,7 @@ inline deliver(c, n) {
      if :: listen[c] -> gm[c] = gm[c] | (1 << n); cn[c*N+n] = fc[n] :: else -> skip fi
   :: rk[c*N+n] == 1 && !wr[c] && wl[n] == 0 ->
      /* step: rw_read (granted where no writer holds the lock) */
-     rd[n] = rd[n] | (1 << c); fc[n]++;
+     rd[n] = rd[n] | (1 << c); rkey[n] = rkey[n] | (1 << c); fc[n]++;
      if :: listen[c] -> gm[c] = gm[c] | (1 << n); cn[c*N+n] = fc[n] :: else -> skip fi
   :: rk[c*N+n] == 1 && !wr[c] ->
      /* step: rw_intent: a live writer's intent refuses a reader; intents
@@ -76,16 +82,28 @@ end:
  * open: a key set by a call of an attempt outlives that attempt's window */
 #define PINNED(c) (cur[c] != 0 && vt[c])
 #define WEXP(n) :: d_step { wl[n] != 0 && !PINNED(wl[n] - 1) -> wl[n] = 0 }
-#define REXP(c, n) :: d_step { (rd[n] & (1 << c)) && !PINNED(c) -> rd[n] = rd[n] & ~(1 << c) }
+/* step: rw_sweep: a reader's entry lapses (and is swept) once its end
+ * passes: with its key, which never outlives it */
+#define REXP(c, n) :: d_step { (rd[n] & (1 << c)) && !PINNED(c) -> rd[n] = rd[n] & ~(1 << c); rkey[n] = rkey[n] & ~(1 << c) }
+/* a reader's key has a TTL: an eviction may take it at any time */
+#define KEVICT(c, n) :: d_step { rkey[n] & (1 << c) -> rkey[n] = rkey[n] & ~(1 << c) }
+#ifdef INDEXTTL
+/* the mutant: an index with a TTL may be evicted at any time */
+#define IEVICT(n) :: d_step { rd[n] != 0 -> rd[n] = 0 }
+#else
+#define IEVICT(n)
+#endif
 #define TICK(c) :: d_step { vt[c] -> vt[c] = 0 }
 active proctype faults() {
 end:
   do
   WEXP(0) WEXP(1) WEXP(2)
   REXP(0,0) REXP(0,1) REXP(0,2) REXP(1,0) REXP(1,1) REXP(1,2)
+  KEVICT(1,0) KEVICT(1,1) KEVICT(1,2)
+  IEVICT(0) IEVICT(1) IEVICT(2)
   TICK(0) TICK(1)
 #if C == 3
-  REXP(2,0) REXP(2,1) REXP(2,2) TICK(2)
+  REXP(2,0) REXP(2,1) REXP(2,2) KEVICT(2,0) KEVICT(2,1) KEVICT(2,2) TICK(2)
 #endif
   od
 }
@@ -122,7 +140,7 @@ proctype client(byte c) {
        do
        :: n < N ->
           if
-          :: (gm[c] & (1 << n)) && ((wr[c] && wl[n] == c + 1) || (!wr[c] && (rd[n] & (1 << c)))) ->
+          :: (gm[c] & (1 << n)) && ((wr[c] && wl[n] == c + 1) || (!wr[c] && (rkey[n] & (1 << c)))) ->
              if :: fc[n] < f -> fc[n] = f :: else -> skip fi; v++
           :: else -> skip
           fi; n++
@@ -155,7 +173,7 @@ proctype client(byte c) {
     do
     :: n < N ->
        if :: wl[n] == c + 1 -> wl[n] = 0 :: else -> skip fi;
-       rd[n] = rd[n] & ~(1 << c); rk[c*N+n] = 0; n++
+       rd[n] = rd[n] & ~(1 << c); rkey[n] = rkey[n] & ~(1 << c); rk[c*N+n] = 0; n++
     :: else -> break
     od;
     n = 0

@@ -178,8 +178,12 @@ func (rw *RWLock) writeRequest(id string, last **Lease) request {
 		*last = ls
 	}
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
+	mode := "wait" // a refusal records the intent (rw_write.lua)
+	if id == "" {
+		mode = "try"
+	}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix, id, nodeTTL(rw.intentTTL())}, g.trust...)
+		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, mode, id, nodeTTL(rw.intentTTL())}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -195,7 +199,7 @@ func (rw *RWLock) readRequest() request {
 	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, rw.prefix}, g.trust...)
+		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -281,14 +285,7 @@ func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
 		st.Nodes[i] = RWNodeStatus{Addr: n.Addr(), Err: &NodeError{Addr: n.Addr(), Err: fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)}}
 	}
 	var wg sync.WaitGroup
-	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
-	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, i int) (RWNodeStatus, error) {
-		reply, err := l.nodes[i].Eval(ctx, scripts.RWInspect, keys, rw.prefix)
-		if err != nil {
-			return RWNodeStatus{}, scriptErr(err, "")
-		}
-		return parseRWInspect(reply)
-	})
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, rw.inspectNode)
 	gather(ctx, replies, deadline, len(l.nodes), func(r reply[RWNodeStatus]) bool {
 		ns := r.val
 		ns.Addr, ns.Err = l.nodes[r.idx].Addr(), r.err
@@ -316,11 +313,40 @@ func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
 	return st, nil
 }
 
-// parseRWInspect decodes rw_inspect's reply.
+// inspectNode reads the lock on node i: rw_inspect once, and while the
+// index has live readers whose keys it did not name, again with their
+// keys declared, to read their owners (a script may touch only the keys
+// it is given); at most three times (readers that keep arriving are
+// shown without an owner).
+func (rw *RWLock) inspectNode(ctx context.Context, i int) (RWNodeStatus, error) {
+	n := rw.l.nodes[i]
+	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent}
+	named := map[string]bool{}
+	for round := 1; ; round++ {
+		reply, err := n.Eval(ctx, scripts.RWInspect, keys)
+		if err != nil {
+			return RWNodeStatus{}, scriptErr(err, "")
+		}
+		ns, err := parseRWInspect(reply)
+		more := false
+		for _, r := range ns.Readers {
+			if !named[r.Token] {
+				named[r.Token], more = true, true
+				keys = append(keys, rw.prefix+r.Token)
+			}
+		}
+		if err != nil || !more || round == 3 {
+			return ns, err
+		}
+	}
+}
+
+// parseRWInspect decodes rw_inspect's reply: the writer, the counter, the
+// intents, then a token, ms left and value (or nil) per live reader.
 func parseRWInspect(reply any) (RWNodeStatus, error) {
 	bad := fmt.Errorf("%w: rw_inspect reply %s", errBadReply, describeReply(reply))
 	vals, ok := reply.([]any)
-	if !ok || len(vals) < 4 || len(vals)%2 != 0 {
+	if !ok || len(vals) < 4 || (len(vals)-4)%3 != 0 {
 		return RWNodeStatus{}, bad
 	}
 	var ns RWNodeStatus
@@ -352,12 +378,31 @@ func parseRWInspect(reply any) (RWNodeStatus, error) {
 		return RWNodeStatus{}, bad
 	}
 	ns.WritersWaiting = int(waiting)
-	for k := 4; k < len(vals); k += 2 {
-		r, ok := holder(vals[k], vals[k+1])
+	for k := 4; k < len(vals); k += 3 {
+		r, ok := rwReader(vals[k : k+3])
 		if !ok {
 			return RWNodeStatus{}, bad
 		}
-		ns.Readers = append(ns.Readers, *r)
+		ns.Readers = append(ns.Readers, r)
 	}
 	return ns, nil
+}
+
+// rwReader decodes one reader of rw_inspect's reply: its token, the ms
+// its end has left, and its key's value "<token> <owner>" (nil when the
+// key was not named or is gone: the owner is then unknown).
+func rwReader(f []any) (LockInfo, bool) {
+	token, ok1 := f[0].(string)
+	ms, ok2 := f[1].(int64)
+	if !ok1 || !ok2 || token == "" {
+		return LockInfo{}, false
+	}
+	r := LockInfo{Held: true, Token: token, TTL: pttl(ms)}
+	if f[2] == nil {
+		return r, true
+	}
+	s, ok := f[2].(string)
+	tok, owner, _ := strings.Cut(s, " ")
+	r.Owner = owner
+	return r, ok && tok == token
 }

@@ -65,6 +65,10 @@ func TestReadersShareAndExcludeWriters(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, st.Writer)
 	require.Len(t, st.Readers, 2)
+	for _, r := range st.Readers {
+		require.Equal(t, l.Config().Owner, r.Owner, "the owner, from the reader's key")
+		require.Positive(t, r.TTL)
+	}
 
 	require.NoError(t, r1.Release(ctx))
 	_, err = rw.TryAcquire(ctx)
@@ -116,10 +120,22 @@ func TestADeadReaderFreesTheLockOnItsTTL(t *testing.T) {
 	r.Orphan()
 	_, err = rw.TryAcquire(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	c.FastForward(2 * time.Second)
+	forward(c, 2*time.Second+5*time.Millisecond) // past the end the index records (rounded up to the ms)
 	w, err := rw.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, w.Release(ctx))
+}
+
+// forward moves every node of c forward by d: its keys' TTLs
+// (FastForward) and its TIME, by which the readers index decides which
+// readers are live (miniredis's TIME does not move with FastForward; it is
+// frozen from here on).
+func forward(c *testutil.MiniCluster, d time.Duration) {
+	c.FastForward(d)
+	at := time.Now().Add(d)
+	for i := range c.Len() {
+		c.Server(i).SetTime(at)
+	}
 }
 
 // TestADeadWriterFreesTheLockOnItsTTL: likewise for a writer.
@@ -409,5 +425,37 @@ func TestRWLockOnClusters(t *testing.T) {
 	w, err := rw.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.Greater(t, w.Fence(), r.Fence())
+	require.NoError(t, w.Release(ctx))
+}
+
+// TestAnEvictedReaderKeyStillExcludesWriters: a reader's own key evicted
+// (deleted on every node, as a volatile-* policy may, since it has a TTL)
+// does not free the lock: the readers index, which has no TTL, still
+// records the reader until the end of its lease, so a writer is refused
+// ("readers hold it") until then, and Inspect still shows the reader (its
+// owner unknown without its key).
+func TestAnEvictedReaderKeyStillExcludesWriters(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
+	rw := newRW(t, l)
+	ctx := testutil.Context(t)
+	r, err := rw.TryAcquireShared(ctx)
+	require.NoError(t, err)
+	r.Orphan()
+	for i := range c.Len() {
+		c.Server(i).Del(l.Key("doc") + ":rw:reader:" + r.Token())
+	}
+	_, err = rw.TryAcquire(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Contains(t, err.Error(), "1 readers hold it")
+	st, err := rw.Inspect(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Readers, 1)
+	require.Equal(t, r.Token(), st.Readers[0].Token)
+	require.Empty(t, st.Readers[0].Owner)
+	require.Positive(t, st.Readers[0].TTL)
+	forward(c, 2*time.Second+5*time.Millisecond) // past the end the index records (rounded up to the ms)
+	w, err := rw.TryAcquire(ctx)
+	require.NoError(t, err, "free once the reader's lease ended")
 	require.NoError(t, w.Release(ctx))
 }

@@ -1,56 +1,69 @@
--- model: rw_readers, rw_intent
--- rw: what the read-write lock's scripts share (docs/design.md section
--- 14), included after lock.lua, counter.lua and queue.lua. A read-write
--- lock on resource R has, beside its writer's lock key W = P{R}:rw (an
--- ordinary lock key, with its fence counter W:fence shared by readers and
--- writers), an index of its readers W:readers (a sorted set of reader
--- tokens, each scored with the end of its lease in ms) and one key per
--- reader, W:reader:<token>, an ordinary lock key
--- holding "<token> <owner>" with the reader's TTL: the reader's life is
--- its key's, renewed and released by renew.lua and release.lua like any
--- lock. W:intent is a sorted set: a waiting writer's id -> when its intent
--- lapses (ms on the node's clock); while one is live, new readers wait.
--- All share the hash tag {R}, so they fall in one Redis Cluster slot (the
--- reader keys are named by the scripts from W:reader:, which the caller
--- passes).
+-- model: rw_readers, rw_sweep, rw_intent
+-- rw: the helpers the read-write lock's scripts share (docs/design.md
+-- section 14), included after lock.lua and counter.lua (and trust.lua for
+-- the granting scripts). A read-write lock on resource R has these keys,
+-- all with the hash tag {R} (one Redis Cluster slot), and every script
+-- names the ones it touches in KEYS:
+--   W = P{R}:rw      the writer's lock, an ordinary lock key "<token> <owner>"
+--   W:fence          the fence counter readers and writers share (counter.lua)
+--   W:readers        the readers index: a sorted set, reader token -> the
+--                    end of its lease (ms on the node's clock, never
+--                    before its key's expiry). A reader is live until the
+--                    clock passes its end: the index, not the reader's
+--                    key, decides (a key that stands has an end not
+--                    passed, so a reader the index dropped has no key).
+--                    It has no TTL, so it is
+--                    never evicted under noeviction or a volatile-* policy;
+--                    every rw_read and rw_write call removes the readers
+--                    whose end has passed (rw_sweep), and with the last of
+--                    them the index.
+--   W:reader:<token> one reader's lock "<token> <owner>", TTL = its lease:
+--                    what renew.lua, fence.lua and release.lua act on (they
+--                    update or remove its index entry).
+--   W:intent         a sorted set, waiting writer's id -> when its intent
+--                    lapses (ms); while one is live, new readers wait.
 
--- rw_readers reads the index kr of reader keys named prefix .. token at
--- now (ms on the node's clock): how many readers are live, the longest
--- PTTL among them (-1 when one has no expiry), the tokens whose key is
--- gone (lapsed or released: the caller removes them after its first
--- write, rw_purge), and the milliseconds a grant must wait for a reader
--- whose key is gone before the end its score records (evicted or deleted
--- by hand: "lock key lost", counter.lua C5; 0 for none). Each reader's
--- score is the end of its lease (ms), set when it is granted and renewed;
--- the index has no TTL while a reader is live, so it is never evicted
--- under noeviction or a volatile-* policy. An index that holds someone
--- else's data is an error (then nil, 0, {}, err, 0).
-local function rw_readers(kr, prefix, now)
-  local ids = redis.pcall('ZRANGE', kr, 0, -1, 'WITHSCORES')
-  if ids.err then
-    if string.find(ids.err, 'WRONGTYPE', 1, true) then
-      return nil, 0, {}, 'WRONGTYPE redlock readers key ' .. kr .. ' holds data that is not a redlock readers index', 0
-    end
-    return nil, 0, {}, ids.err, 0
-  end
-  local live, longest, gone, lost = 0, 0, {}, 0
-  for i = 1, #ids, 2 do
-    local id, upto = ids[i], tonumber(ids[i + 1]) or 0
-    local p = redis.call('PTTL', prefix .. id)
-    if p == -2 then
-      table.insert(gone, id)
-      if upto - now > 1 then lost = math.max(lost, upto - now) end
-    else
-      live = live + 1
-      if p < 0 or longest < 0 then longest = -1 elseif p > longest then longest = p end
-    end
-  end
-  return live, longest, gone, nil, lost
+-- rw_now is the node's clock in milliseconds.
+local function rw_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- rw_purge removes the gone readers rw_readers found.
-local function rw_purge(kr, gone)
-  for _, id in ipairs(gone) do redis.call('ZREM', kr, id) end
+-- rw_ms is a whole number of milliseconds as a score argument.
+local function rw_ms(ms)
+  return string.format('%.0f', ms)
+end
+
+-- rw_end is the end of a lease of ttl ms that starts now, in ms on the
+-- node's clock, rounded up: read after the SET or PEXPIRE of the reader's
+-- key, it is never before that key's expiry.
+local function rw_end(ttl)
+  return math.ceil((c_now() + tonumber(ttl) * 1000) / 1000)
+end
+
+-- rw_readers reads the readers index kr at now (ms): how many readers are
+-- live (their end not before now), the most milliseconds one has left (0
+-- for none), and an error text when kr holds someone else's data.
+local function rw_readers(kr, now)
+  local live = redis.pcall('ZCOUNT', kr, rw_ms(now), '+inf')
+  if type(live) == 'table' then
+    if string.find(live.err or '', 'WRONGTYPE', 1, true) then
+      return 0, 0, 'WRONGTYPE redlock readers key ' .. kr .. ' holds data that is not a redlock readers index'
+    end
+    return 0, 0, live.err
+  end
+  if live == 0 then return 0, 0, nil end
+  local last = redis.call('ZRANGE', kr, -1, -1, 'WITHSCORES')
+  return live, tonumber(last[2]) - now, nil
+end
+
+-- rw_sweep removes from the readers index kr (checked by rw_readers) the
+-- readers whose end is before now: readers that died without
+-- releasing, or whose release did not arrive. The last one takes the
+-- index with it. Called after a script's other writes (a first write that
+-- frees memory would let the later ones past a node's maxmemory).
+local function rw_sweep(kr, now)
+  redis.call('ZREMRANGEBYSCORE', kr, '-inf', '(' .. rw_ms(now))
 end
 
 -- rw_intent reads the writers' intents ki at now: how many are live and
@@ -66,5 +79,5 @@ local function rw_intent(ki, now)
   end
   local upto = tonumber(last[2])
   if not upto or upto <= now then return 0, 0, nil end
-  return redis.call('ZCOUNT', ki, '(' .. string.format('%.0f', now), '+inf'), upto - now, nil
+  return redis.call('ZCOUNT', ki, '(' .. rw_ms(now), '+inf'), upto - now, nil
 end

@@ -1,30 +1,39 @@
 -- model: rw_write
--- rw_write: take a read-write lock exclusively (a writer): granted only
--- where no writer holds the lock and no live reader is recorded
--- (rw.lua); it counts a new holder on the counter the readers share, and
--- records its lease's end there (counter.lua, C3).
--- KEYS[1] writer lock W, KEYS[2] fence W:fence, KEYS[3] readers index
--- W:readers, KEYS[4] writers' intents W:intent, KEYS[5] the node's marker
--- key (trust.lua)
+-- rw_write: take a read-write lock exclusively (a writer). Helpers:
+-- lock.lua, counter.lua, trust.lua, rw.lua.
+-- KEYS[1] the writer's lock W, KEYS[2] the fence counter W:fence, KEYS[3]
+--   the readers index W:readers, KEYS[4] the writers' intents W:intent,
+--   KEYS[5] the node's marker key (trust.lua; absent when the caller does
+--   not know the node's state)
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in ms, ARGV[4]
--- optional floor (acquire.lua), ARGV[5] unused (was the seed step), ARGV[6]
--- the prefix of reader keys (W:reader:), ARGV[7] the waiting writer's id
--- ("" for one that does not wait: TryAcquire), ARGV[8] how long its intent
--- lasts, in ms; ARGV[9] the rejoin delay in milliseconds (trust.lua,
--- t_trust)
--- Returns {1, counter} when granted (the counter a decimal string), {1,
--- counter, pttl} when the token already held it (a client-side retry),
--- {0, pttl} when a writer holds it, {0, ms, readers} when readers hold it
--- (ms: the longest PTTL among them), and {3, ms, why} when the node may
--- not grant (trust.lua; a retried call too), or a writer's or a reader's
--- key is missing before the end of its lease that the counter or the
--- readers index records (why key-lost, counter.lua C5). A replica answers
--- an error "REPLICA ...". A refused writer with an id records its intent
--- (for ARGV[8] ms), so that new readers wait behind it; a granted one
--- removes its own.
--- Every check that can fail runs before the first write, which is the
--- SET of a grant or the ZADD of an intent (a node out of memory refuses
--- either).
+--   floor of the counter ("" for none, acquire.lua), ARGV[5] unused (was
+--   the seed step), ARGV[6] mode: "wait" (a writer that waits: a refusal
+--   records its intent, a grant removes it) or "try" (records nothing),
+--   ARGV[7] the waiting writer's id (mode "wait"), ARGV[8] how long its
+--   intent lasts, in ms (mode "wait"), ARGV[9] the rejoin delay in ms
+--   (trust.lua)
+-- Replies:
+--   {1, counter}           granted; counter a decimal string
+--   {1, counter, pttl}     the token already holds it (a retried call)
+--   {0, pttl}              a writer holds it
+--   {0, ms, readers}       that many live readers hold it, the longest for ms
+--   {3, ms, why}           the node may not grant for ms (trust.lua), or
+--                          W's key is gone while the counter records its
+--                          lease (why "key-lost", counter.lua C5)
+--   error REPLICA ...      the node is a replica
+--   error WRONGTYPE ...    a key holds someone else's data
+--   error FENCEEXHAUSTED   the counter is at 2^63-1
+-- Granted only where no writer holds the lock and the readers index has
+-- no live reader (rw.lua: the index's scores decide, whether or not a
+-- reader's key still stands); it counts a new holder on the shared
+-- counter and records its lease's end there (C3). Every check that can
+-- fail runs before the first write, the SET of a grant or the ZADD of an
+-- intent (a node out of memory refuses either); the sweep of lapsed
+-- readers comes last.
+local mode = ARGV[6]
+if mode ~= 'wait' and mode ~= 'try' then
+  return redis.error_reply('ERR redlock rw_write: mode ' .. tostring(mode) .. ' is neither wait nor try')
+end
 local cur, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local fence, bad, upto = c_read(KEYS[2])
@@ -36,19 +45,19 @@ if l_holds(cur, ARGV[1]) then
   if not fence then fence = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
   return {1, fence, p}
 end
-local now = q_now()
-local live, longest, gone, err, lostReader = rw_readers(KEYS[3], ARGV[6], now)
-if err then return redis.error_reply(err) end
+local now = rw_now()
+local live, longest, rerr = rw_readers(KEYS[3], now)
+if rerr then return redis.error_reply(rerr) end
 local _, _, ierr = rw_intent(KEYS[4], now)
 if ierr then return redis.error_reply(ierr) end
-local id = ARGV[7] or ''
 if cur or live > 0 then
-  if id ~= '' then
-    redis.call('ZADD', KEYS[4], now + (tonumber(ARGV[8]) or 1000), id)
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-    redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[8]) or 1000)
-    rw_purge(KEYS[3], gone)
+  if mode == 'wait' then
+    local ttl = tonumber(ARGV[8]) or 1000
+    redis.call('ZADD', KEYS[4], rw_ms(now + ttl), ARGV[7])
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', rw_ms(now))
+    redis.call('PEXPIRE', KEYS[4], ttl)
   end
+  rw_sweep(KEYS[3], now)
   if cur then return {0, redis.call('PTTL', KEYS[1])} end
   return {0, longest, live}
 end
@@ -59,9 +68,9 @@ end
 local floor, refusal, checked = t_gate(KEYS[5], ARGV[9], ARGV[4])
 if not floor then return refusal end
 local us = c_now()
-local lost = math.max(c_lost(upto, us), lostReader)
+local lost = c_lost(upto, us)
 if checked and lost > 0 then return {3, lost, 'key-lost'} end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-if id ~= '' then redis.call('ZREM', KEYS[4], id) end
-rw_purge(KEYS[3], gone)
+if mode == 'wait' then redis.call('ZREM', KEYS[4], ARGV[7]) end
+rw_sweep(KEYS[3], now)
 return {1, c_count(KEYS[2], fence, floor, us + tonumber(ARGV[3]) * 1000)}

@@ -48,7 +48,7 @@ func New(name, src string) *Script {
 // newScript joins parts (helpers first, the script's own body last) into
 // the script named name.
 func newScript(name string, parts ...string) *Script {
-	return New(name, strings.Join(parts, ""))
+	return New(name, keyCheck+strings.Join(parts, "")) // keyCheck: checkkeys_on.go
 }
 
 // Name is the script's name, its main file's without ".lua" (such as

@@ -1,0 +1,286 @@
+package refnode
+
+import (
+	"sort"
+	"strings"
+)
+
+// RWState is what the read-write lock's steps read and write (docs/design.md
+// §14): the writer's lock W, the shared fence counter and the marker (as
+// State's Lock, Fence and Marker), the readers index (token -> the end of
+// the reader's lease, ms on the node's clock; never a TTL), each reader's
+// own key, and the writers' intents (id -> when it lapses, ms) with the
+// intent set's expiry.
+type RWState struct {
+	State
+	Readers     map[string]int64
+	ReaderKeys  map[string]Key
+	Intents     map[string]int64
+	IntentExpMS int64
+}
+
+// RWCall is one call of a read-write lock's step: rw_read, rw_write,
+// rw_withdraw, rw_inspect, or a reader's renew and release and a writer's
+// release (the mutex's scripts on the lease's own key).
+type RWCall struct {
+	Op       string // read, write, withdraw, inspect, renew-reader, release-reader, release-writer
+	Token    string
+	TTLms    int64
+	DelayMS  int64
+	Wait     bool     // write: mode "wait" (records an intent when refused)
+	ID       string   // write (Wait), withdraw: the waiting writer's id
+	IntentMS int64    // write (Wait): how long the intent lasts
+	Named    []string // inspect: the readers whose keys the caller declares
+}
+
+// RWStep runs c on st at node time now (µs) on a server of identity id and
+// returns the reply and the keys after it. The rules, from the scripts'
+// headers (rw.lua, rw_read.lua, rw_write.lua, rw_inspect.lua,
+// rw_withdraw.lua) and docs/design.md §14: a reader is live while its
+// index score is ahead of the clock, whether or not its key stands; a
+// writer is granted only where W is free and no reader is live; a reader
+// where W is free and no intent is live; each rw_read and rw_write call
+// removes the readers whose end has passed.
+func RWStep(st RWState, c RWCall, now int64, id Ident) (Reply, RWState) {
+	n := &rwNode{st: clone(st), now: now, id: id}
+	r := n.run(c)
+	return r, n.st
+}
+
+func clone(st RWState) RWState {
+	out := st
+	out.Readers, out.ReaderKeys, out.Intents = map[string]int64{}, map[string]Key{}, map[string]int64{}
+	for k, v := range st.Readers {
+		out.Readers[k] = v
+	}
+	for k, v := range st.ReaderKeys {
+		out.ReaderKeys[k] = v
+	}
+	for k, v := range st.Intents {
+		out.Intents[k] = v
+	}
+	return out
+}
+
+type rwNode struct {
+	st  RWState
+	now int64
+	id  Ident
+}
+
+func (n *rwNode) ms() int64 { return n.now / 1000 }
+
+// on runs f on a mutex node whose lock key is k, with the shared counter
+// and marker, and keeps what f did to them.
+func (n *rwNode) on(k Key, f func(m *node)) Key {
+	m := &node{st: State{Lock: k, Fence: n.st.Fence, Marker: n.st.Marker}, now: n.now, id: n.id}
+	f(m)
+	n.st.Fence, n.st.Marker = m.st.Fence, m.st.Marker
+	return m.st.Lock
+}
+
+// live counts the live readers and the most ms one has left.
+func (n *rwNode) live() (int64, int64) {
+	var cnt, most int64
+	for _, end := range n.st.Readers {
+		if end >= n.ms() {
+			cnt++
+			most = max(most, end-n.ms())
+		}
+	}
+	return cnt, most
+}
+
+// sweep removes the readers whose end has passed.
+func (n *rwNode) sweep() {
+	for tok, end := range n.st.Readers {
+		if end < n.ms() {
+			delete(n.st.Readers, tok)
+		}
+	}
+}
+
+// intent counts the live intents and the most ms one has left.
+func (n *rwNode) intent() (int64, int64) {
+	var cnt, most int64
+	for _, end := range n.st.Intents {
+		if end > n.ms() {
+			cnt++
+			most = max(most, end-n.ms())
+		}
+	}
+	return cnt, most
+}
+
+func pttlOf(k Key, nowMS int64) int64 {
+	switch {
+	case !k.Present:
+		return -2
+	case k.ExpMS == 0:
+		return -1
+	}
+	return max(k.ExpMS-nowMS, 0)
+}
+
+func holdsKey(k Key, tok string) bool { return k.Present && strings.HasPrefix(k.Val, tok+" ") }
+
+func (n *rwNode) run(c RWCall) Reply {
+	switch c.Op {
+	case "read":
+		return n.read(c)
+	case "write":
+		return n.write(c)
+	case "withdraw":
+		if _, ok := n.st.Intents[c.ID]; !ok {
+			return intReply(0)
+		}
+		delete(n.st.Intents, c.ID)
+		if len(n.st.Intents) == 0 {
+			n.st.IntentExpMS = 0
+		}
+		return intReply(1)
+	case "inspect":
+		return n.inspect(c)
+	case "renew-reader":
+		k := n.st.ReaderKeys[c.Token]
+		if !holdsKey(k, c.Token) {
+			return intReply(0)
+		}
+		k.ExpMS = n.ms() + c.TTLms
+		n.st.ReaderKeys[c.Token] = k
+		if _, ok := n.st.Readers[c.Token]; ok {
+			n.st.Readers[c.Token] = ceilDiv(n.now+c.TTLms*1000, 1000)
+		}
+		return intReply(1)
+	case "release-reader":
+		if !holdsKey(n.st.ReaderKeys[c.Token], c.Token) {
+			return intReply(0)
+		}
+		delete(n.st.ReaderKeys, c.Token)
+		delete(n.st.Readers, c.Token)
+		return intReply(1)
+	case "release-writer":
+		var r Reply
+		n.st.Lock = n.on(n.st.Lock, func(m *node) { r = m.run(Call{Op: "release", Token: c.Token}) })
+		return r
+	}
+	panic("refnode: unknown rw step " + c.Op)
+}
+
+func (n *rwNode) read(c RWCall) Reply {
+	if k := n.st.ReaderKeys[c.Token]; holdsKey(k, c.Token) {
+		var r Reply
+		n.on(k, func(m *node) {
+			floor, refusal := m.trust(c.DelayMS)
+			if refusal != nil {
+				r = *refusal
+				return
+			}
+			v, _ := m.counter()
+			if v == "" {
+				v = m.count("", floor, 0)
+			}
+			r = arr(int64(1), v, pttlOf(k, n.ms()))
+		})
+		return r
+	}
+	if n.st.Lock.Present {
+		n.sweep()
+		return arr(int64(0), pttlOf(n.st.Lock, n.ms()))
+	}
+	if waiting, left := n.intent(); waiting > 0 {
+		n.sweep()
+		return arr(int64(0), left, int64(0), int64(1))
+	}
+	var r Reply
+	n.on(Key{}, func(m *node) {
+		v, u := m.counter()
+		floor, refusal := m.trust(c.DelayMS)
+		if refusal != nil {
+			r = *refusal
+			return
+		}
+		if u-n.now > GraceUS { // W's key lost while its lease runs (C5)
+			r = arr(int64(3), ceilDiv(u-n.now, 1000), "key-lost")
+			return
+		}
+		n.st.ReaderKeys[c.Token] = Key{Present: true, Val: c.Token + " owner", ExpMS: n.ms() + c.TTLms}
+		n.st.Readers[c.Token] = ceilDiv(n.now+c.TTLms*1000, 1000)
+		n.sweep()
+		r = arr(int64(1), m.count(v, floor, 0))
+	})
+	return r
+}
+
+func (n *rwNode) write(c RWCall) Reply {
+	if holdsKey(n.st.Lock, c.Token) {
+		var r Reply
+		n.on(n.st.Lock, func(m *node) { r = m.acquire(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS}) })
+		return r
+	}
+	if live, most := n.live(); n.st.Lock.Present || live > 0 {
+		if c.Wait {
+			n.st.Intents[c.ID] = n.ms() + c.IntentMS
+			for id, end := range n.st.Intents {
+				if end <= n.ms() {
+					delete(n.st.Intents, id)
+				}
+			}
+			n.st.IntentExpMS = n.ms() + c.IntentMS
+		}
+		n.sweep()
+		if n.st.Lock.Present {
+			return arr(int64(0), pttlOf(n.st.Lock, n.ms()))
+		}
+		return arr(int64(0), most, live)
+	}
+	var r Reply
+	n.st.Lock = n.on(n.st.Lock, func(m *node) {
+		r = m.acquire(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS})
+	})
+	if len(r.Array) == 2 && r.Array[0] == int64(1) {
+		if c.Wait {
+			delete(n.st.Intents, c.ID)
+			if len(n.st.Intents) == 0 {
+				n.st.IntentExpMS = 0
+			}
+		}
+		n.sweep()
+	}
+	return r
+}
+
+func (n *rwNode) inspect(c RWCall) Reply {
+	var w any
+	if n.st.Lock.Present {
+		w = n.st.Lock.Val
+	}
+	var fence any
+	if v, _ := (&node{st: n.st.State}).counter(); v != "" {
+		fence = v
+	}
+	waiting, _ := n.intent()
+	out := []any{w, pttlOf(n.st.Lock, n.ms()), fence, waiting}
+	var toks []string
+	for tok, end := range n.st.Readers {
+		if end >= n.ms() {
+			toks = append(toks, tok)
+		}
+	}
+	sort.Slice(toks, func(i, j int) bool {
+		a, b := n.st.Readers[toks[i]], n.st.Readers[toks[j]]
+		return a < b || a == b && toks[i] < toks[j]
+	})
+	named := map[string]bool{}
+	for _, tok := range c.Named {
+		named[tok] = true
+	}
+	for _, tok := range toks {
+		var v any
+		if k := n.st.ReaderKeys[tok]; named[tok] && k.Present {
+			v = k.Val
+		}
+		out = append(out, tok, n.st.Readers[tok]-n.ms(), v)
+	}
+	return arr(out...)
+}
