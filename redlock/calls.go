@@ -101,9 +101,22 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 }
 
 // fence raises the fence counter of the lock keys to at least f where
-// token holds the lock; it reports whether token holds it.
+// token holds the lock; it reports whether token holds it. It names no
+// marker: fenceAt.
 func fence(ctx context.Context, n Node, keys []string, token string, f fencing.Token, step string) (bool, error) {
-	return evalFlag(ctx, n, scripts.Fence, keys[:2], token, f.String(), step)
+	return fenceAt(ctx, n, keys, token, f, step, "")
+}
+
+// fenceAt is fence with the node's marker key (grantGate.marker; "" for
+// none), whose high-water the node raises to f (scripts/counter.lua, C6):
+// a counter evicted after its lease, or expired, then created again
+// starts above f.
+func fenceAt(ctx context.Context, n Node, keys []string, token string, f fencing.Token, step, marker string) (bool, error) {
+	k := keys[:2]
+	if marker != "" {
+		k = []string{keys[0], keys[1], marker}
+	}
+	return evalFlag(ctx, n, scripts.Fence, k, token, f.String(), step)
 }
 
 // renew extends token's lock to ttl, and the end of its lease that the

@@ -120,9 +120,10 @@ var (
 	// with nothing written, when the counter is at 2^63-1.
 	Acquire = newScript("acquire", lockSrc, counterSrc, trustSrc, queueSrc, acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
-	// KEYS = lock, fence; ARGV = token, counter, unused. Replies 1 when
+	// KEYS = lock, fence, (optional) marker, whose high-water it raises to
+	// the counter; ARGV = token, counter, unused. Replies 1 when
 	// the caller holds the lock, else 0.
-	Fence = newScript("fence", lockSrc, counterSrc, fenceSrc)
+	Fence = newScript("fence", lockSrc, counterSrc, trustSrc, fenceSrc)
 	// Renew extends the caller's own lock and the end of its lease that
 	// its fence counter (or a reader's readers index) records: KEYS =
 	// lock, fence; ARGV = token, ttl ms, unused.

@@ -16,10 +16,12 @@
 --      failover); a replica takes its master's.
 --   T2 marker: one marker key per db (and per hash slot on a Cluster); its
 --      NAME carries the db number (SWAPDB moves a db's marker away with its
---      keys). Its value is "v4 <replid> <from> <seen> <why>": the replid it
---      vouches for, the node time (µs) from which the node may grant, the
---      largest node time it has seen (rewritten only when it advanced by
---      more than t_tick), and why the node had to wait ("-" once it may).
+--      keys). Its value is "v4 <replid> <from> <seen> <why> [<hi>]": the
+--      replid it vouches for, the node time (µs) from which the node may
+--      grant, the largest node time it has seen (rewritten only when it
+--      advanced by more than t_tick), why the node had to wait ("-" once
+--      it may), and the db's high-water (counter.lua, C6: absent until a
+--      value is counted; a new marker has none).
 --      - no marker (first use, FLUSHALL/FLUSHDB, SWAPDB, a restart without
 --        data, a marker deleted by hand): a loss, from = now + D (rounded
 --        up to c_step, counter.lua, when D > 0);
@@ -34,7 +36,8 @@
 --      replica and lost-key checks and the floor still apply, nothing is
 --      waited. There is no durability exemption: every restart sits out D.
 --   T3 floor: the marker's from is the floor of every counter the node
---      counts (counter.lua, C1 and C2).
+--      counts (counter.lua, C1 and C2), and its high-water the least start
+--      of a new counter (C6).
 -- A server whose INFO has no replication section (a stand-in such as
 -- miniredis, whose keys expire by its own rules, not by its clock) is not
 -- checked: no marker, no floor, no lost-key check. A server that refuses
@@ -78,6 +81,31 @@ local function t_identity()
   return t_field(info, 'master_replid') or '-', nil, nil
 end
 
+-- t_parse reads marker text m: replid, from, seen, why (strings) and the
+-- high-water ('' for none); nil when m is not a v4 marker.
+local function t_parse(m)
+  local rid, from, seen, why, hi = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+) (%d+)$')
+  if not rid then
+    rid, from, seen, why = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+)$')
+    hi = ''
+  end
+  if hi ~= '' and not c_valid(hi) then return nil end
+  return rid, from, seen, why, hi
+end
+
+-- t_mark reads the marker km for a script that raises a counter without
+-- a gate (fence.lua): c_mark is set when km holds a v4 marker, so that
+-- the value raised to goes to the high-water (C6).
+local function t_mark(km)
+  if not km then return end
+  local m = redis.pcall('GET', km)
+  if type(m) ~= 'string' then return end
+  local rid, from, seen, why, hi = t_parse(m)
+  if rid then
+    c_mark = {km = km, head = 'v4 ' .. rid .. ' ' .. from .. ' ' .. seen .. ' ' .. why, hi = hi}
+  end
+end
+
 -- t_trust applies the rule with marker key km and delay (the rejoin delay
 -- in milliseconds; '', absent or negative: 0). It returns the floor for
 -- the fence counter (the marker's from, a canonical decimal; '' for a
@@ -100,10 +128,12 @@ local function t_trust(km, delay)
   end
   local now = c_now()
   local rid, from, seen, why
+  local hi = ''
   local write = false
   if m then
-    rid, from, seen, why = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+)$')
+    rid, from, seen, why, hi = t_parse(m)
     if not rid then
+      hi = ''
       -- An older marker, "<run_id> <evicted_keys> <from> <why>", vouches
       -- for no replid: judged as another identity, its from kept.
       local _, _, f = string.match(m, '^(%S+) (%d+) (%d+) (%S+)$')
@@ -120,7 +150,7 @@ local function t_trust(km, delay)
   local later = now + d
   if d > 0 then later = later + (c_step - later % c_step) % c_step end
   if not m then
-    from, seen, why, write = later, now, 'no-marker', true
+    from, seen, why, hi, write = later, now, 'no-marker', '', true
   elseif rid ~= id then
     from, why, write = math.max(from, later), 'identity', true
   end
@@ -132,9 +162,12 @@ local function t_trust(km, delay)
     seen, write = now, true
   end
   if now >= from and why ~= '-' then why, write = '-', true end
+  local head = 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
+    string.format('%.0f', seen) .. ' ' .. why
+  c_mark = {km = km, head = head, hi = hi}
   if write then
-    redis.call('SET', km, 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
-      string.format('%.0f', seen) .. ' ' .. why)
+    if hi ~= '' then head = head .. ' ' .. hi end
+    redis.call('SET', km, head)
   end
   if now < from then
     -- A marker that vouches from a time still ahead: the clock is behind

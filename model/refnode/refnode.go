@@ -21,6 +21,9 @@ import (
 )
 
 // Node-side constants of Safety v4 (docs/design.md §6.2; counter.lua, trust.lua).
+// Safety v4.1 adds the db's high-water (counter.lua, C6): the marker's
+// sixth field, the largest value counted or fenced in the db since the
+// marker was created, and the least start of a new counter.
 const (
 	// StepUS is a new counter's granularity, in microseconds (C1).
 	StepUS = 1_000_000
@@ -82,6 +85,7 @@ type Call struct {
 	TTLms   int64  // acquire, renew, rehold
 	DelayMS int64  // acquire, rehold: the caller's RejoinDelay
 	F       string // fence: the counter to raise to
+	Marker  bool   // fence: the marker key is given (its high-water, C6)
 	NewTok  string // rehold: the new token
 }
 
@@ -98,6 +102,31 @@ type node struct {
 	st  State
 	now int64
 	id  Ident
+	// the marker as the step's gate read or wrote it (C6): marked when
+	// there is one, head its text up to the high-water, hi the high-water
+	// ("" for none)
+	marked   bool
+	head, hi string
+}
+
+// high raises the db's high-water to v when v is above it (C6): the
+// marker is rewritten.
+func (n *node) high(v string) {
+	if !n.marked || (n.hi != "" && !less(n.hi, v)) {
+		return
+	}
+	n.hi = v
+	n.st.Marker = Key{Present: true, Val: n.head + " " + v}
+}
+
+// parseMarker splits a v4 marker: replid, from, seen, why and the
+// high-water ("" for none); ok false when it is not one.
+func parseMarker(val string) (f []string, hi string, ok bool) {
+	f = strings.Fields(val)
+	if len(f) == 6 {
+		hi, f = f[5], f[:5]
+	}
+	return f, hi, len(f) == 5 && f[0] == "v4"
 }
 
 func (n *node) nowMS() int64 { return n.now / 1000 }
@@ -148,17 +177,23 @@ func inc(s string) string {
 	return b.Add(b, big.NewInt(1)).String()
 }
 
-// count counts a new holder (C1, C2): a missing counter starts at the
-// clock rounded down to StepUS; below the floor it counts on from the floor.
+// count counts a new holder (C1, C2, C6): a missing counter starts at the
+// clock rounded down to StepUS, or at the db's high-water when that is
+// higher; below the floor it counts on from the floor; the value counted
+// raises the high-water.
 func (n *node) count(v, floor string, upto int64) string {
 	if v == "" {
 		v = strconv.FormatInt(n.now-n.now%StepUS, 10)
+		if n.marked && n.hi != "" && less(v, n.hi) {
+			v = n.hi
+		}
 	}
 	if floor != "" && less(v, floor) {
 		v = floor
 	}
 	v = inc(v)
 	n.store(v, upto)
+	n.high(v)
 	return v
 }
 
@@ -176,12 +211,13 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	}
 	var from, seen int64
 	why, write := "-", false
-	var rid string
+	var rid, hi string
 	if n.st.Marker.Present {
-		f := strings.Fields(n.st.Marker.Val)
-		if len(f) != 5 || f[0] != "v4" {
+		f, h, ok := parseMarker(n.st.Marker.Val)
+		if !ok {
 			return "", &Reply{Err: "WRONGTYPE the marker key holds data that is not a marker"}
 		}
+		hi = h
 		rid = f[1]
 		from, _ = strconv.ParseInt(f[2], 10, 64)
 		seen, _ = strconv.ParseInt(f[3], 10, 64)
@@ -189,7 +225,7 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	}
 	switch {
 	case !n.st.Marker.Present: // first use, a flush, a swap, a restart without data
-		from, seen, why, write = later, n.now, "no-marker", true
+		from, seen, why, hi, write = later, n.now, "no-marker", "", true
 	case rid != n.id.ReplID: // a restart, a failover, a failback: never shortened
 		from, why, write = max(from, later), "identity", true
 	}
@@ -201,8 +237,13 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	if n.now >= from && why != "-" {
 		why, write = "-", true
 	}
+	n.marked, n.head, n.hi = true, fmt.Sprintf("v4 %s %d %d %s", n.id.ReplID, from, seen, why), hi
 	if write {
-		n.st.Marker = Key{Present: true, Val: fmt.Sprintf("v4 %s %d %d %s", n.id.ReplID, from, seen, why)}
+		val := n.head
+		if hi != "" {
+			val += " " + hi
+		}
+		n.st.Marker = Key{Present: true, Val: val}
 	}
 	if n.now < from {
 		if why == "-" {
@@ -250,6 +291,10 @@ func (n *node) run(c Call) Reply {
 				u = n.now + max(n.pttl(), 0)*1000
 			}
 			n.store(c.F, u)
+			if f, hi, ok := parseMarker(n.st.Marker.Val); c.Marker && n.st.Marker.Present && ok {
+				n.marked, n.head, n.hi = true, strings.Join(f, " "), hi
+				n.high(c.F)
+			}
 		}
 		return intReply(1)
 	case "rehold":

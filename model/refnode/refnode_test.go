@@ -74,7 +74,7 @@ func TestDifferentialScriptsMatchTheReference(t *testing.T) {
 	}
 	if len(seeds) > 1 && !t.Failed() {
 		// the default seeds cover every path of the steps
-		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0"} {
+		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water"} {
 			require.Positive(t, all[o], "no call had the outcome %q: the sequences do not cover it", o)
 		}
 	}
@@ -110,7 +110,7 @@ func (d *driver) run(steps int) {
 		case r < 55:
 			d.call(Call{Op: "renew", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000)})
 		case r < 63:
-			d.call(Call{Op: "fence", Token: tokens[d.rng.IntN(3)]}) // F chosen from the counter in call
+			d.call(Call{Op: "fence", Token: tokens[d.rng.IntN(3)], Marker: d.rng.IntN(2) == 0}) // F chosen from the counter in call
 		case r < 68:
 			d.call(Call{Op: "rehold", Token: tokens[d.rng.IntN(3)], NewTok: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000), DelayMS: d.pick(0, 1000)})
 		default:
@@ -244,6 +244,9 @@ func (d *driver) call(c Call) {
 		diff := compare(r, after, realReply, realAfter, slackMS+(t1.Val().UnixMicro()-t0.Val().UnixMicro())/1000)
 		if diff == "" {
 			d.outcomes[outcome(c, realReply)]++
+			if fromHigh(c, before, realReply, t0.Val().UnixMicro()) {
+				d.outcomes["acquire from the high-water"]++
+			}
 			d.note(desc + " -> " + realReply.String())
 			return
 		}
@@ -268,11 +271,27 @@ func nows(t0, t1 int64, c Call, before, after State) []int64 {
 		u, _ := strconv.ParseInt(f[1], 10, 64)
 		in(u - c.TTLms*1000)
 	}
-	if f := strings.Fields(after.Marker.Val); len(f) == 5 && after.Marker.Val != before.Marker.Val {
+	if f := strings.Fields(after.Marker.Val); len(f) >= 5 && after.Marker.Val != before.Marker.Val {
 		seen, _ := strconv.ParseInt(f[3], 10, 64)
 		in(seen)
 	}
 	return out
+}
+
+// fromHigh reports whether call c granted a new counter that started at
+// the db's high-water rather than at the clock (counter.lua, C6): the
+// counter was missing and the marker's high-water was at or above the
+// clock's second at t0.
+func fromHigh(c Call, before State, r Reply, t0 int64) bool {
+	if c.Op != "acquire" || before.Fence.Present || len(r.Array) != 2 || r.Array[0] != int64(1) {
+		return false
+	}
+	f := strings.Fields(before.Marker.Val)
+	if len(f) != 6 {
+		return false
+	}
+	hi, _ := strconv.ParseInt(f[5], 10, 64)
+	return hi >= t0-t0%StepUS
 }
 
 // outcome names what call c answered: granted, held (the retried call),
@@ -308,7 +327,11 @@ func script(c Call) (*scripts.Script, []string, []any) {
 	case "renew":
 		return scripts.Renew, []string{kLock, kFence}, []any{c.Token, c.TTLms, ""}
 	case "fence":
-		return scripts.Fence, []string{kLock, kFence}, []any{c.Token, c.F, ""}
+		keys := []string{kLock, kFence}
+		if c.Marker {
+			keys = append(keys, kMarker)
+		}
+		return scripts.Fence, keys, []any{c.Token, c.F, ""}
 	case "rehold":
 		return scripts.Rehold, []string{kLock, kFence, kMarker}, []any{c.Token, c.NewTok + " owner", c.TTLms, "", c.DelayMS}
 	}
