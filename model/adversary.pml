@@ -48,14 +48,18 @@
 #ifndef TMAX
 #define TMAX 12
 #endif
-/* Safety v4.1: the marker's high-water (HIFLOOR) is on; -DNOHI is v4's
- * rule without it (a mutant). -DSWAPDEL (not in the scripts) is a tried
- * amendment for gap-swapback: a new marker deletes the copies of its name
- * in the other dbs.
+/* Safety v4.1: the marker's high-water (HIFLOOR, counter.lua C6) and the
+ * one marker (SWAPDEL, trust.lua T4: a new marker deletes the markers of
+ * its name in the other dbs, and a renewal extends a lock only where its
+ * db's marker stands) are on; -DNOHI, -DNOSWAPDEL and -DNORENEWMARK are
+ * v4's rules without them (mutants).
  * -DDMAXREC (not in the scripts) is a tried amendment for gap-mixdelay:
  * the marker records the largest rejoin delay a caller gave it */
 #ifndef NOHI
 #define HIFLOOR
+#endif
+#ifndef NOSWAPDEL
+#define SWAPDEL
 #endif
 
 
@@ -332,7 +336,12 @@ inline release(tk) {
 inline renew(tk) {
   /* step: renew */
   if
+#if defined(SWAPDEL) && !defined(NORENEWMARK)
+  /* a lock extends only on the data that carries its db's marker */
+  :: LOCKED(D0) && lk[D0] == tk && mk[D0] && mdb[D0] == 0 ->
+#else
   :: LOCKED(D0) && lk[D0] == tk ->
+#endif
      lx[D0] = NC + TT(tk);
      if :: gtok == tk -> gu = now + TT(tk) :: else -> skip fi;
      if

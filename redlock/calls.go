@@ -124,7 +124,19 @@ func fenceAt(ctx context.Context, n Node, keys []string, token string, f fencing
 // lock. It reports whether token held the lock. step fills an argument
 // the script ignores.
 func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step string) (bool, error) {
-	return evalFlag(ctx, n, scripts.Renew, keys[:2], token, nodeTTL(ttl), step)
+	return renewAt(ctx, n, keys, token, ttl, step, "")
+}
+
+// renewAt is renew with the node's marker key (grantGate.marker; "" for
+// none): where the node keeps markers and that one is missing, the lock
+// is not extended (scripts/trust.lua, T4: the lock stands on a db swapped
+// back, which its marker no longer vouches for).
+func renewAt(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step, marker string) (bool, error) {
+	k := keys[:2]
+	if marker != "" {
+		k = []string{keys[0], keys[1], marker}
+	}
+	return evalFlag(ctx, n, scripts.Renew, k, token, nodeTTL(ttl), step)
 }
 
 // evalFlag runs a script that answers 0 or 1, with token its first

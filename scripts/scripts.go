@@ -126,9 +126,10 @@ var (
 	Fence = newScript("fence", lockSrc, counterSrc, trustSrc, fenceSrc)
 	// Renew extends the caller's own lock and the end of its lease that
 	// its fence counter (or a reader's readers index) records: KEYS =
-	// lock, fence; ARGV = token, ttl ms, unused.
-	// Replies 1 when extended, 0 when not held by the token.
-	Renew = newScript("renew", lockSrc, counterSrc, renewSrc)
+	// lock, fence, (optional) marker; ARGV = token, ttl ms, unused.
+	// Replies 1 when extended, 0 when not held by the token (or, on a
+	// server that keeps markers, when the marker given is missing).
+	Renew = newScript("renew", lockSrc, counterSrc, trustSrc, renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
 	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,

@@ -38,6 +38,12 @@
 --   T3 floor: the marker's from is the floor of every counter the node
 --      counts (counter.lua, C1 and C2), and its high-water the least start
 --      of a new counter (C6).
+--   T4 one marker (Safety v4.1): a new marker deletes every marker of its
+--      name in the other dbs of the server (t_alone): its db's data swapped
+--      away by SWAPDB, which would vouch for itself when swapped back. A
+--      renewal (renew.lua) extends a lock only where its db's marker
+--      stands, so that a lease lives only on the data the marker vouches
+--      for.
 -- A server whose INFO has no replication section (a stand-in such as
 -- miniredis, whose keys expire by its own rules, not by its clock) is not
 -- checked: no marker, no floor, no lost-key check. A server that refuses
@@ -106,6 +112,35 @@ local function t_mark(km)
   end
 end
 
+-- t_alone makes the marker km, just written with text val in the script's
+-- db, the only key of that name on the server (T4): it deletes every
+-- marker named km in the other dbs, and selects the script's db again
+-- (found by val). A marker of that name in another db is this db's data
+-- swapped away (SWAPDB); deleted, it vouches for nothing when swapped
+-- back. Someone else's data under that name is left alone. On a server
+-- whose SELECT refuses every other db (a Redis Cluster) nothing is done.
+local function t_alone(km, val)
+  local here = nil
+  local db = 0
+  while true do
+    local ok = redis.pcall('SELECT', db)
+    if type(ok) == 'table' and ok.err then break end
+    local v = redis.pcall('GET', km)
+    if v == val then
+      here = db
+    elseif type(v) == 'string' and (t_parse(v) or string.match(v, '^(%S+) (%d+) (%d+) (%S+)$')) then
+      redis.call('DEL', km)
+    end
+    db = db + 1
+  end
+  if here then
+    redis.call('SELECT', here)
+  elseif db > 0 then
+    return redis.error_reply('ERR redlock: the marker ' .. km .. ' just written is in no db')
+  end
+  return nil
+end
+
 -- t_trust applies the rule with marker key km and delay (the rejoin delay
 -- in milliseconds; '', absent or negative: 0). It returns the floor for
 -- the fence counter (the marker's from, a canonical decimal; '' for a
@@ -168,6 +203,10 @@ local function t_trust(km, delay)
   if write then
     if hi ~= '' then head = head .. ' ' .. hi end
     redis.call('SET', km, head)
+    if not m then
+      local e = t_alone(km, head)
+      if e then return nil, nil, e end
+    end
   end
   if now < from then
     -- A marker that vouches from a time still ahead: the clock is behind

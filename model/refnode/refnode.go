@@ -49,6 +49,9 @@ type Key struct {
 // fence counter and the node's marker (of the db the step runs in).
 type State struct {
 	Lock, Fence, Marker Key
+	// Other is the key of the marker's name in the server's other db (db
+	// 1): this db's marker swapped away, or nothing (T4).
+	Other Key
 }
 
 // Ident is the server's identity as INFO replication says it.
@@ -85,7 +88,7 @@ type Call struct {
 	TTLms   int64  // acquire, renew, rehold
 	DelayMS int64  // acquire, rehold: the caller's RejoinDelay
 	F       string // fence: the counter to raise to
-	Marker  bool   // fence: the marker key is given (its high-water, C6)
+	Marker  bool   // fence, renew: the marker key is given (its high-water, C6; T4)
 	NewTok  string // rehold: the new token
 }
 
@@ -117,6 +120,24 @@ func (n *node) high(v string) {
 	}
 	n.hi = v
 	n.st.Marker = Key{Present: true, Val: n.head + " " + v}
+}
+
+// isMarker reports whether val is a marker, v4 or older ("<run_id>
+// <evicted_keys> <from> <why>").
+func isMarker(val string) bool {
+	if _, _, ok := parseMarker(val); ok {
+		return true
+	}
+	f := strings.Fields(val)
+	if len(f) != 4 {
+		return false
+	}
+	for _, x := range f[1:3] {
+		if _, err := strconv.ParseUint(x, 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // parseMarker splits a v4 marker: replid, from, seen, why and the
@@ -226,6 +247,9 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	switch {
 	case !n.st.Marker.Present: // first use, a flush, a swap, a restart without data
 		from, seen, why, hi, write = later, n.now, "no-marker", "", true
+		if n.st.Other.Present && isMarker(n.st.Other.Val) {
+			n.st.Other = Key{} // the only marker of its name (T4)
+		}
 	case rid != n.id.ReplID: // a restart, a failover, a failback: never shortened
 		from, why, write = max(from, later), "identity", true
 	}
@@ -271,8 +295,8 @@ func (n *node) run(c Call) Reply {
 		}
 		return intReply(1)
 	case "renew":
-		if !n.holds(c.Token) {
-			return intReply(0)
+		if !n.holds(c.Token) || c.Marker && !n.st.Marker.Present && n.id.ReplID != "-" {
+			return intReply(0) // not held, or on data its db's marker does not vouch for (T4)
 		}
 		n.st.Lock.ExpMS = n.nowMS() + c.TTLms
 		upto := n.now + c.TTLms*1000

@@ -74,7 +74,7 @@ func TestDifferentialScriptsMatchTheReference(t *testing.T) {
 	}
 	if len(seeds) > 1 && !t.Failed() {
 		// the default seeds cover every path of the steps
-		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water"} {
+		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"} {
 			require.Positive(t, all[o], "no call had the outcome %q: the sequences do not cover it", o)
 		}
 	}
@@ -108,7 +108,7 @@ func (d *driver) run(steps int) {
 		case r < 45:
 			d.call(Call{Op: "release", Token: tokens[d.rng.IntN(3)]})
 		case r < 55:
-			d.call(Call{Op: "renew", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000)})
+			d.call(Call{Op: "renew", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000), Marker: d.rng.IntN(2) == 0})
 		case r < 63:
 			d.call(Call{Op: "fence", Token: tokens[d.rng.IntN(3)], Marker: d.rng.IntN(2) == 0}) // F chosen from the counter in call
 		case r < 68:
@@ -131,6 +131,12 @@ func (d *driver) operator() {
 	case r < 20:
 		what = "evict the counter"
 		require.NoError(t, d.c.Del(d.ctx, kFence).Err())
+		if d.rng.IntN(2) == 0 {
+			// and the lock key, then a grant at once: a new counter in the
+			// second of the last one counted starts at the high-water (C6)
+			require.NoError(t, d.c.Del(d.ctx, kLock).Err())
+			defer d.call(Call{Op: "acquire", Token: tokens[d.rng.IntN(3)], TTLms: 2000, DelayMS: 1000})
+		}
 	case r < 25:
 		what = "flushall"
 		require.NoError(t, d.c.FlushAll(d.ctx).Err())
@@ -151,6 +157,17 @@ func (d *driver) operator() {
 		require.NoError(t, d.c.Save(d.ctx).Err())
 		require.NoError(t, d.srv.Restart())
 		d.c = d.srv.Client()
+	case r < 47:
+		// the marker gone under a lock that stands: a db swapped back
+		// whose marker a new one deleted (T4), or a deletion by hand
+		what = "delete the marker"
+		require.NoError(t, d.c.Del(d.ctx, kMarker).Err())
+		defer func() {
+			// the holder renews next, on the data no marker vouches for
+			if v, err := d.c.Get(d.ctx, kLock).Result(); err == nil {
+				d.call(Call{Op: "renew", Token: strings.Fields(v)[0], TTLms: d.pick(2000, 8000), Marker: true})
+			}
+		}()
 	case r < 85:
 		step := time.Duration(d.pick(300, 1500, 4000, 21000)) * time.Millisecond
 		what = "clock +" + step.String()
@@ -195,7 +212,7 @@ func (k keyCmds) key() Key {
 }
 
 func stateOf(ks []keyCmds) State {
-	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key()}
+	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key(), Other: ks[3].key()}
 }
 
 func (d *driver) call(c Call) {
@@ -223,11 +240,17 @@ func (d *driver) call(c Call) {
 		for _, k := range []string{kLock, kFence, kMarker} {
 			pre = append(pre, readKey(p, d.ctx, k))
 		}
+		p.Select(d.ctx, 1) // the marker's name in db 1 (T4)
+		pre = append(pre, readKey(p, d.ctx, kMarker))
+		p.Select(d.ctx, 0)
 		ev = p.Eval(d.ctx, s.Source(), keys, args...)
 		t1 = p.Time(d.ctx)
 		for _, k := range []string{kLock, kFence, kMarker} {
 			post = append(post, readKey(p, d.ctx, k))
 		}
+		p.Select(d.ctx, 1) // the marker's name in db 1 (T4)
+		post = append(post, readKey(p, d.ctx, kMarker))
+		p.Select(d.ctx, 0)
 		return nil
 	})
 	require.NoError(t, t0.Err())
@@ -246,6 +269,12 @@ func (d *driver) call(c Call) {
 			d.outcomes[outcome(c, realReply)]++
 			if fromHigh(c, before, realReply, t0.Val().UnixMicro()) {
 				d.outcomes["acquire from the high-water"]++
+			}
+			if before.Other.Present && !realAfter.Other.Present {
+				d.outcomes["a new marker deleted the one swapped away"]++
+			}
+			if c.Op == "renew" && c.Marker && !before.Marker.Present && strings.HasPrefix(before.Lock.Val, c.Token+" ") {
+				d.outcomes["renew refused: no marker"]++
 			}
 			d.note(desc + " -> " + realReply.String())
 			return
@@ -325,7 +354,11 @@ func script(c Call) (*scripts.Script, []string, []any) {
 	case "release":
 		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", ""}
 	case "renew":
-		return scripts.Renew, []string{kLock, kFence}, []any{c.Token, c.TTLms, ""}
+		keys := []string{kLock, kFence}
+		if c.Marker {
+			keys = append(keys, kMarker)
+		}
+		return scripts.Renew, keys, []any{c.Token, c.TTLms, ""}
 	case "fence":
 		keys := []string{kLock, kFence}
 		if c.Marker {
@@ -381,6 +414,7 @@ func compare(r Reply, after State, rr Reply, ra State, tolMS int64) string {
 		{"lock", after.Lock, ra.Lock, nil},
 		{"counter", after.Fence, ra.Fence, map[int]bool{1: true}},
 		{"marker", after.Marker, ra.Marker, map[int]bool{2: true, 3: true}},
+		{"db 1's marker", after.Other, ra.Other, map[int]bool{2: true, 3: true}},
 	} {
 		if k.ref.Present != k.got.Present {
 			return fmt.Sprintf("%s: reference present=%v, real present=%v (%q)", k.name, k.ref.Present, k.got.Present, k.got.Val)
