@@ -58,6 +58,10 @@
 -- unnoticed.
 local t_tick = 1000000
 
+-- t_dbs is how many dbs t_alone searches at most (a server configured
+-- with more: the dbs from t_dbs on are not searched, docs/design.md §6.2).
+local t_dbs = 1024
+
 -- t_field reads field name of INFO text info (nil when absent).
 local function t_field(info, name)
   return string.match(info, '[\r\n]' .. name .. ':([^\r\n]*)')
@@ -119,10 +123,12 @@ end
 -- swapped away (SWAPDB); deleted, it vouches for nothing when swapped
 -- back. Someone else's data under that name is left alone. On a server
 -- whose SELECT refuses every other db (a Redis Cluster) nothing is done.
+-- It searches the dbs up to the first that SELECT refuses (Redis:
+-- "databases", 16 by default), and no more than t_dbs.
 local function t_alone(km, val)
   local here = nil
   local db = 0
-  while true do
+  while db < t_dbs do
     local ok = redis.pcall('SELECT', db)
     if type(ok) == 'table' and ok.err then break end
     local v = redis.pcall('GET', km)
