@@ -122,6 +122,41 @@ func (n *node) high(v string) {
 	n.st.Marker = Key{Present: true, Val: n.head + " " + v}
 }
 
+// marker is a marker key's fields (T2, C6); why "-" for none.
+type marker struct {
+	rid, why, hi string
+	from, seen   int64
+}
+
+// readMarker reads marker key k (the zero marker, why "-", when it is
+// missing); ok false when k holds something else.
+func readMarker(k Key) (marker, bool) {
+	if !k.Present {
+		return marker{why: "-"}, true
+	}
+	f, hi, ok := parseMarker(k.Val)
+	if !ok {
+		return marker{}, false
+	}
+	m := marker{rid: f[1], why: f[4], hi: hi}
+	m.from, _ = strconv.ParseInt(f[2], 10, 64)
+	m.seen, _ = strconv.ParseInt(f[3], 10, 64)
+	return m, true
+}
+
+// mark records the marker as the gate leaves it (head: its text up to
+// the high-water hi) and writes it when write is set.
+func (n *node) mark(head, hi string, write bool) {
+	n.marked, n.head, n.hi = true, head, hi
+	if write {
+		val := head
+		if hi != "" {
+			val += " " + hi
+		}
+		n.st.Marker = Key{Present: true, Val: val}
+	}
+}
+
 // isMarker reports whether val is a marker, v4 or older ("<run_id>
 // <evicted_keys> <from> <why>").
 func isMarker(val string) bool {
@@ -230,20 +265,12 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	if d > 0 && later%StepUS != 0 {
 		later += StepUS - later%StepUS // a loss's from rounds up to the step
 	}
-	var from, seen int64
-	why, write := "-", false
-	var rid, hi string
-	if n.st.Marker.Present {
-		f, h, ok := parseMarker(n.st.Marker.Val)
-		if !ok {
-			return "", &Reply{Err: "WRONGTYPE the marker key holds data that is not a marker"}
-		}
-		hi = h
-		rid = f[1]
-		from, _ = strconv.ParseInt(f[2], 10, 64)
-		seen, _ = strconv.ParseInt(f[3], 10, 64)
-		why = f[4]
+	m, ok := readMarker(n.st.Marker)
+	if !ok {
+		return "", &Reply{Err: "WRONGTYPE the marker key holds data that is not a marker"}
 	}
+	rid, from, seen, why, hi := m.rid, m.from, m.seen, m.why, m.hi
+	write := false
 	switch {
 	case !n.st.Marker.Present: // first use, a flush, a swap, a restart without data
 		from, seen, why, hi, write = later, n.now, "no-marker", "", true
@@ -261,14 +288,7 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	if n.now >= from && why != "-" {
 		why, write = "-", true
 	}
-	n.marked, n.head, n.hi = true, fmt.Sprintf("v4 %s %d %d %s", n.id.ReplID, from, seen, why), hi
-	if write {
-		val := n.head
-		if hi != "" {
-			val += " " + hi
-		}
-		n.st.Marker = Key{Present: true, Val: val}
-	}
+	n.mark(fmt.Sprintf("v4 %s %d %d %s", n.id.ReplID, from, seen, why), hi, write)
 	if n.now < from {
 		if why == "-" {
 			why = "clock-back"
@@ -286,60 +306,76 @@ func (n *node) run(c Call) Reply {
 	case "acquire":
 		return n.acquire(c)
 	case "release":
-		if !n.holds(c.Token) {
-			return intReply(0)
-		}
-		n.st.Lock = Key{}
-		if v, u := n.counter(); v != "" && u > 0 {
-			n.store(v, 0) // the lease ended (C4)
-		}
-		return intReply(1)
+		return n.release(c)
 	case "renew":
-		if !n.holds(c.Token) || c.Marker && !n.st.Marker.Present && n.id.ReplID != "-" {
-			return intReply(0) // not held, or on data its db's marker does not vouch for (T4)
-		}
-		n.st.Lock.ExpMS = n.nowMS() + c.TTLms
-		upto := n.now + c.TTLms*1000
-		if v, u := n.counter(); v == "" {
-			n.count("", "", upto)
-		} else {
-			n.store(v, max(u, upto))
-		}
-		return intReply(1)
+		return n.renew(c)
 	case "fence":
-		if !n.holds(c.Token) {
-			return intReply(0)
-		}
-		if v, u := n.counter(); v == "" || less(v, c.F) {
-			if u == 0 {
-				u = n.now + max(n.pttl(), 0)*1000
-			}
-			n.store(c.F, u)
-			if f, hi, ok := parseMarker(n.st.Marker.Val); c.Marker && n.st.Marker.Present && ok {
-				n.marked, n.head, n.hi = true, strings.Join(f, " "), hi
-				n.high(c.F)
-			}
-		}
-		return intReply(1)
+		return n.fence(c)
 	case "rehold":
-		if !n.holds(c.Token) {
-			return arr(int64(0))
-		}
-		floor, refusal := n.trust(c.DelayMS)
-		if refusal != nil {
-			return *refusal
-		}
-		upto := n.now + c.TTLms*1000
-		n.st.Lock = Key{Present: true, Val: c.NewTok + " owner", ExpMS: n.nowMS() + c.TTLms}
-		v, _ := n.counter()
-		if v == "" {
-			v = n.count("", floor, upto)
-		} else {
-			n.store(v, upto)
-		}
-		return arr(int64(1), v)
+		return n.rehold(c)
 	}
 	panic("refnode: unknown step " + c.Op)
+}
+
+func (n *node) release(c Call) Reply {
+	if !n.holds(c.Token) {
+		return intReply(0)
+	}
+	n.st.Lock = Key{}
+	if v, u := n.counter(); v != "" && u > 0 {
+		n.store(v, 0) // the lease ended (C4)
+	}
+	return intReply(1)
+}
+
+func (n *node) renew(c Call) Reply {
+	if !n.holds(c.Token) || c.Marker && !n.st.Marker.Present && n.id.ReplID != "-" {
+		return intReply(0) // not held, or on data its db's marker does not vouch for (T4)
+	}
+	n.st.Lock.ExpMS = n.nowMS() + c.TTLms
+	upto := n.now + c.TTLms*1000
+	if v, u := n.counter(); v == "" {
+		n.count("", "", upto)
+	} else {
+		n.store(v, max(u, upto))
+	}
+	return intReply(1)
+}
+
+func (n *node) fence(c Call) Reply {
+	if !n.holds(c.Token) {
+		return intReply(0)
+	}
+	if v, u := n.counter(); v == "" || less(v, c.F) {
+		if u == 0 {
+			u = n.now + max(n.pttl(), 0)*1000
+		}
+		n.store(c.F, u)
+		if f, hi, ok := parseMarker(n.st.Marker.Val); c.Marker && n.st.Marker.Present && ok {
+			n.marked, n.head, n.hi = true, strings.Join(f, " "), hi
+			n.high(c.F)
+		}
+	}
+	return intReply(1)
+}
+
+func (n *node) rehold(c Call) Reply {
+	if !n.holds(c.Token) {
+		return arr(int64(0))
+	}
+	floor, refusal := n.trust(c.DelayMS)
+	if refusal != nil {
+		return *refusal
+	}
+	upto := n.now + c.TTLms*1000
+	n.st.Lock = Key{Present: true, Val: c.NewTok + " owner", ExpMS: n.nowMS() + c.TTLms}
+	v, _ := n.counter()
+	if v == "" {
+		v = n.count("", floor, upto)
+	} else {
+		n.store(v, upto)
+	}
+	return arr(int64(1), v)
 }
 
 func (n *node) acquire(c Call) Reply {

@@ -462,16 +462,26 @@ func compareReply(r, rr Reply, tolMS int64) string {
 		return fmt.Sprintf("reference %s, real %s", r, rr)
 	}
 	for i := range r.Array {
-		a, aok := r.Array[i].(int64)
-		b, bok := rr.Array[i].(int64)
-		switch {
-		case aok && bok && (a == b || i > 0 && abs(a-b) <= tolMS):
-		case !aok && !bok && r.Array[i] == rr.Array[i]:
-		default:
+		if !sameElement(i, r.Array[i], rr.Array[i], tolMS) {
 			return fmt.Sprintf("reference %s, real %s", r, rr)
 		}
 	}
 	return ""
+}
+
+// sameElement reports whether element i of two array replies agree: the
+// same string, or integers within tolMS past the first element (times in
+// ms).
+func sameElement(i int, x, y any, tolMS int64) bool {
+	a, aok := x.(int64)
+	b, bok := y.(int64)
+	switch {
+	case aok && bok:
+		return a == b || i > 0 && abs(a-b) <= tolMS
+	case !aok && !bok:
+		return x == y
+	}
+	return false
 }
 
 func abs(x int64) int64 {
