@@ -12,7 +12,11 @@
 // the node's clock, no TTL) and "V" for 20 s after (counter.lua).
 // Every script that can answer "granted" reads INFO replication and the
 // marker (trust.lua): a replica answers an error starting "REPLICA", a
-// node that may have lost data refuses {3, ms, why}. A Script is a plain value, built once when the
+// node that may have lost data refuses {3, ms, why}. The marker also keeps
+// the db's high-water, the least start of a new counter (counter.lua, C6),
+// and a new marker deletes those of its name in the server's other dbs
+// (trust.lua, T4); fence and renew take the marker as an optional third
+// key. A Script is a plain value, built once when the
 // package loads: its source and the SHA1 digest that names it to EVALSHA.
 // A transport (redlock.RedisNode) runs it with EVALSHA and falls back to
 // EVAL when the server's script cache does not have it (after a restart or
