@@ -16,8 +16,9 @@ import (
 // are held. One action at a time, at random, each bounded in time:
 //
 //   - FLUSHALL or FLUSHDB on a minority or a majority of the nodes;
-//   - SWAPDB of db 0 with a db not used before in the run (db 0 then holds
-//     none of our keys and no marker of its own);
+//   - SWAPDB of db 0 with db 1, 2 or 3, again and again, so that a db
+//     swapped away often comes back (Safety v4.1, trust.lua T4: the marker
+//     of the db that took its place deleted the one it carries);
 //   - CONFIG RESETSTAT (nothing is lost: the rule must not care);
 //   - a maxmemory-policy flip to volatile-lru with a maxmemory that
 //     evicts, until the lock key is evicted, then back to noeviction and
@@ -35,9 +36,7 @@ import (
 
 // operatorRun is the state of the operator nemesis in one run.
 type operatorRun struct {
-	// swapped counts the dbs SWAPDB used so far (db 0 is swapped with
-	// db swapped+1, never back: swapping back would restore data whose
-	// marker vouches for it, which no rule can tell from the original).
+	// swapped counts the SWAPDBs so far.
 	swapped atomic.Int64
 }
 
@@ -81,10 +80,8 @@ var operatorActs = nemesis{"operator", func(ctx context.Context, e *env, rng *ra
 		}
 		e.lost(kind, nodes, start, e.h.Now())
 	case 1:
-		db := st.swapped.Add(1)
-		if db > 15 {
-			return nil // the 16 dbs are used up: nothing this round
-		}
+		st.swapped.Add(1)
+		db := 1 + rng.IntN(3) // few dbs: a db swapped away often comes back
 		k, kind := e.strikeSize(rng, "swapdb")
 		start := e.h.Now()
 		var nodes []int

@@ -48,6 +48,21 @@
 #ifndef TMAX
 #define TMAX 12
 #endif
+/* Safety v4.1: the marker's high-water (HIFLOOR, counter.lua C6) and the
+ * one marker (SWAPDEL, trust.lua T4: a new marker deletes the markers of
+ * its name in the other dbs, and a renewal extends a lock only where its
+ * db's marker stands) are on; -DNOHI, -DNOSWAPDEL and -DNORENEWMARK are
+ * v4's rules without them (mutants).
+ * -DDMAXREC (not in the scripts) is a tried amendment for gap-mixdelay:
+ * the marker records the largest rejoin delay a caller gave it */
+#ifndef NOHI
+#define HIFLOOR
+#endif
+#ifndef NOSWAPDEL
+#define SWAPDEL
+#endif
+
+
 #ifndef MAXADV
 #define MAXADV 2
 #endif
@@ -123,7 +138,8 @@ bit mdb[2];          /* the db its name says */
 byte mrep[2];        /* the identity it vouches for */
 short mfrom[2];      /* from: the node may grant from this node time */
 short mseen[2];      /* seen: the largest node time it saw */
-short mhi[2];        /* (-DHIFLOOR) the largest counter value issued in the db */
+short mhi[2];        /* (HIFLOOR) the largest counter value issued in the db */
+byte mdm[2];         /* (DMAXREC) the largest rejoin delay a caller gave it */
 byte mev[2];         /* (today) evicted_keys when it was written */
 byte replid = 1;     /* master_replid: new at a restart and a promotion */
 byte runid = 1;      /* run_id: new at a restart only */
@@ -153,7 +169,7 @@ bit lost;            /* data lost and no granting script has run since */
 byte rlk; short rlx;
 #endif
 /* a lagging replica's copy for a failback in place (A_FAILBACK) */
-byte flk; short flx, fcv, fcu, fcx; bit fmk, fmdb; byte fmrep; short fmfrom, fmseen, fmhi; bit fcopy;
+byte flk; short flx, fcv, fcu, fcx; bit fmk, fmdb; byte fmrep, fmdm; short fmfrom, fmseen, fmhi; bit fcopy;
 
 /* ghosts (the properties) */
 byte gtok;           /* the token of the latest lease the node granted */
@@ -162,6 +178,7 @@ short hi;            /* the largest value the resource's counter had here */
 
 byte t, j;
 short from, base, v;
+byte dl;             /* the delay a loss is waited: the caller's, or the marker's largest */
 bit ref;
 
 #define LOCKED(d) (lk[d] != 0 && NC < lx[d])
@@ -193,11 +210,16 @@ inline sweep() {
  * the marker; ref when the node must refuse (sits out) */
 inline gate(tk) {
   /* step: t_trust */
+  dl = DD(tk);
+#ifdef DMAXREC
+  /* the marker's largest delay counts too: no caller shortens a sit-out */
+  if :: mk[D0] && mdb[D0] == 0 -> dl = MAX(dl, mdm[D0]) :: else -> skip fi;
+#endif
   if
 #ifdef NODBMARK
-  :: !mk[D0] -> from = NC + DD(tk)                   /* TODAY: a marker of any db counts */
+  :: !mk[D0] -> from = NC + dl                       /* TODAY: a marker of any db counts */
 #else
-  :: !mk[D0] || mdb[D0] != 0 -> from = NC + DD(tk)   /* missing (a marker named for db 1: not ours) */
+  :: !mk[D0] || mdb[D0] != 0 -> from = NC + dl      /* missing (a marker named for db 1: not ours) */
 #endif
 #ifdef RUNID
   :: mk[D0] && mrep[D0] != runid ->
@@ -207,26 +229,39 @@ inline gate(tk) {
 #ifdef DUREXEMPT
      /* TODAY: judged from INFO: a durable server rejoins from its start,
       * the recorded sit-out forgotten */
-     if :: durable -> from = rst :: else -> from = rst + DD(tk) fi
+     if :: durable -> from = rst :: else -> from = rst + dl fi
 #else
-     from = MAX(mfrom[D0], NC + DD(tk))              /* a sit-out is never shortened */
+     from = MAX(mfrom[D0], NC + dl)                  /* a sit-out is never shortened */
 #endif
 #ifndef NOSEEN
   :: mk[D0] && mrep[D0] == IDENT && NC < mseen[D0] - SL ->
-     from = MAX(mfrom[D0], mseen[D0] + DD(tk))       /* the clock stepped back */
+     from = MAX(mfrom[D0], mseen[D0] + dl)           /* the clock stepped back */
 #endif
   :: else -> from = mfrom[D0]
   fi;
 #ifdef EVSTAT
   /* TODAY: evictions seen in the statistic, when the Locker reads the
    * server as evicting */
-  if :: eflag && mk[D0] && evk != mev[D0] -> from = NC + DD(tk) :: else -> skip fi;
+  if :: eflag && mk[D0] && evk != mev[D0] -> from = NC + dl :: else -> skip fi;
   mev[D0] = evk;
 #endif
   if
-  :: !mk[D0] || mdb[D0] != 0 -> mseen[D0] = NC
+  :: !mk[D0] || mdb[D0] != 0 ->
+     /* a new marker: nothing issued under it yet */
+     mseen[D0] = NC; mhi[D0] = 0; mdm[D0] = 0;
+#ifdef SWAPDEL
+     /* its name is in one db only: a copy in another db (this db's data,
+      * swapped away) is deleted, so that it vouches for nothing when it
+      * is swapped back */
+     if :: mk[D1] && mdb[D1] == 0 -> mk[D1] = 0; mdb[D1] = 0; mrep[D1] = 0; mfrom[D1] = 0; mseen[D1] = 0; mhi[D1] = 0; mdm[D1] = 0
+        :: else -> skip fi;
+#endif
+     skip
   :: else -> mseen[D0] = MAX(mseen[D0], NC)   /* (rewritten only past SL: seen lags at most SL) */
   fi;
+#ifdef DMAXREC
+  mdm[D0] = MAX(mdm[D0], DD(tk));
+#endif
   mk[D0] = 1; mdb[D0] = 0; mrep[D0] = IDENT; mfrom[D0] = from; lost = 0;
   ref = (NC < from)
 }
@@ -241,16 +276,16 @@ inline count(tk) {
 #else
   :: else -> base = FLOOR(NC, S)
 #endif
+#ifdef HIFLOOR
+     ; base = MAX(base, mhi[D0])                     /* a new counter: never below a value issued here */
+#endif
   fi;
   base = MAX(base, from);                            /* never below the marker's from */
-#ifdef HIFLOOR
-  base = MAX(base, mhi[D0]);                         /* PROPOSED: nor below any value issued here */
-#endif
   v = base + 1;
   /* P2: tokens never go back on this node */
   assert(v > hi);
   hi = v; lastc = now;
-  cv[D0] = v; mhi[D0] = v;
+  cv[D0] = v; mhi[D0] = MAX(mhi[D0], v);
 #if defined(CFGSTEP) || defined(EVSTAT)
   cu[D0] = 0; cx[D0] = NC + 4 * SS(tk)               /* TODAY: a TTL of the caller's life */
 #else
@@ -278,7 +313,7 @@ inline acquire(tk) {
      gtok = tk; gu = now + TT(tk);
      printf("EV acq %d granted %d\n", tk, v)
   fi;
-  ref = 0; from = 0; base = 0; v = 0
+  ref = 0; from = 0; base = 0; v = 0; dl = 0
 }
 
 inline release(tk) {
@@ -301,7 +336,12 @@ inline release(tk) {
 inline renew(tk) {
   /* step: renew */
   if
+#if defined(SWAPDEL) && !defined(NORENEWMARK)
+  /* a lock extends only on the data that carries its db's marker */
+  :: LOCKED(D0) && lk[D0] == tk && mk[D0] && mdb[D0] == 0 ->
+#else
   :: LOCKED(D0) && lk[D0] == tk ->
+#endif
      lx[D0] = NC + TT(tk);
      if :: gtok == tk -> gu = now + TT(tk) :: else -> skip fi;
      if
@@ -336,7 +376,7 @@ inline fence(tk) {
 
 /* one adversary action */
 #define ADV(guard, body) :: d_step { nadv < MAXADV && (guard) -> nadv++; sweep(); body }
-#define EMPTYDB(d) lk[d] = 0; lx[d] = 0; cv[d] = 0; cu[d] = 0; cx[d] = 0; mk[d] = 0; mdb[d] = 0; mrep[d] = 0; mfrom[d] = 0; mseen[d] = 0; mev[d] = 0; mhi[d] = 0
+#define EMPTYDB(d) lk[d] = 0; lx[d] = 0; cv[d] = 0; cu[d] = 0; cx[d] = 0; mk[d] = 0; mdb[d] = 0; mrep[d] = 0; mfrom[d] = 0; mseen[d] = 0; mev[d] = 0; mhi[d] = 0; mdm[d] = 0
 
 active proctype node() {
   d_step {
@@ -399,14 +439,18 @@ end:
   ADV(MAYLOSE, printf("EV restart, data lost\n"); EMPTYDB(0); EMPTYDB(1); lost = 1; runid++; replid++; rst = NC; evk = 0)
   ADV(durable, printf("EV restart, data kept (AOF)\n"); runid++; replid++; rst = NC; evk = 0)
 #endif
+#ifdef A_RESTARTKEPT
+  /* only a restart that keeps the data (marker included) */
+  ADV(true, printf("EV restart, data kept (AOF)\n"); runid++; replid++; rst = NC; evk = 0)
+#endif
 #ifdef A_FAILBACK
   /* a replica that synced earlier keeps a copy; a failback in place
    * (REPLICAOF it, then REPLICAOF NO ONE) brings that copy back: new
    * replid, same run_id */
   :: d_step { !fcopy -> sweep(); fcopy = 1; flk = lk[D0]; flx = lx[D0]; fcv = cv[D0]; fcu = cu[D0]; fcx = cx[D0];
-       fmk = mk[D0]; fmdb = mdb[D0]; fmrep = mrep[D0]; fmfrom = mfrom[D0]; fmseen = mseen[D0]; fmhi = mhi[D0]; printf("EV replica syncs\n") }
+       fmk = mk[D0]; fmdb = mdb[D0]; fmrep = mrep[D0]; fmfrom = mfrom[D0]; fmseen = mseen[D0]; fmhi = mhi[D0]; fmdm = mdm[D0]; printf("EV replica syncs\n") }
   ADV(fcopy, printf("EV failback in place\n"); lk[D0] = flk; lx[D0] = flx; cv[D0] = fcv; cu[D0] = fcu; cx[D0] = fcx;
-       mk[D0] = fmk; mdb[D0] = fmdb; mrep[D0] = fmrep; mfrom[D0] = fmfrom; mseen[D0] = fmseen; mhi[D0] = fmhi; replid++)
+       mk[D0] = fmk; mdb[D0] = fmdb; mrep[D0] = fmrep; mfrom[D0] = fmfrom; mseen[D0] = fmseen; mhi[D0] = fmhi; mdm[D0] = fmdm; replid++)
 #endif
 #ifdef A_BACK
   /* the node clock steps back BK; with the data loss excluded by the

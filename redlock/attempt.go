@@ -459,7 +459,7 @@ func (ls *Lease) confirmFence(ctx context.Context, granted []int, counters []fen
 	fctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
 	replies, deadline := fanout(l, context.WithoutCancel(ctx), "fence", granted, &ls.acquiring, func(ctx context.Context, i int) (bool, error) {
-		return fence(ctx, l.nodes[i], ls.keys, ls.token, f, l.seedStep)
+		return fenceAt(ctx, l.nodes[i], ls.keys, ls.token, f, l.seedStep, l.gateFor(ctx, i).marker(ls.keys[0]))
 	})
 	var t tally
 	gather(fctx, replies, deadline, len(granted), func(r reply[bool]) bool {

@@ -101,9 +101,22 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 }
 
 // fence raises the fence counter of the lock keys to at least f where
-// token holds the lock; it reports whether token holds it.
+// token holds the lock; it reports whether token holds it. It names no
+// marker: fenceAt.
 func fence(ctx context.Context, n Node, keys []string, token string, f fencing.Token, step string) (bool, error) {
-	return evalFlag(ctx, n, scripts.Fence, keys[:2], token, f.String(), step)
+	return fenceAt(ctx, n, keys, token, f, step, "")
+}
+
+// fenceAt is fence with the node's marker key (grantGate.marker; "" for
+// none), whose high-water the node raises to f (scripts/counter.lua, C6):
+// a counter evicted after its lease, or expired, then created again
+// starts above f.
+func fenceAt(ctx context.Context, n Node, keys []string, token string, f fencing.Token, step, marker string) (bool, error) {
+	k := keys[:2]
+	if marker != "" {
+		k = []string{keys[0], keys[1], marker}
+	}
+	return evalFlag(ctx, n, scripts.Fence, k, token, f.String(), step)
 }
 
 // renew extends token's lock to ttl, and the end of its lease that the
@@ -111,7 +124,19 @@ func fence(ctx context.Context, n Node, keys []string, token string, f fencing.T
 // lock. It reports whether token held the lock. step fills an argument
 // the script ignores.
 func renew(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step string) (bool, error) {
-	return evalFlag(ctx, n, scripts.Renew, keys[:2], token, nodeTTL(ttl), step)
+	return renewAt(ctx, n, keys, token, ttl, step, "")
+}
+
+// renewAt is renew with the node's marker key (grantGate.marker; "" for
+// none): where the node keeps markers and that one is missing, the lock
+// is not extended (scripts/trust.lua, T4: the lock stands on a db swapped
+// back, which its marker no longer vouches for).
+func renewAt(ctx context.Context, n Node, keys []string, token string, ttl time.Duration, step, marker string) (bool, error) {
+	k := keys[:2]
+	if marker != "" {
+		k = []string{keys[0], keys[1], marker}
+	}
+	return evalFlag(ctx, n, scripts.Renew, k, token, nodeTTL(ttl), step)
 }
 
 // evalFlag runs a script that answers 0 or 1, with token its first

@@ -253,6 +253,9 @@ func TestAResourceLockedOnceLeavesNoKeyWithoutATTL(t *testing.T) {
 		for _, k := range keys {
 			ttl, err := s.Do(ctx, "PTTL", k).Int64()
 			require.NoError(t, err)
+			if ttl == -2 {
+				continue // gone since KEYS: a queue's last place removed by a late call
+			}
 			if k == marker {
 				require.EqualValues(t, -1, ttl, "the marker stays")
 				continue

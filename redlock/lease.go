@@ -421,7 +421,7 @@ func (ls *Lease) renewCycle(octx context.Context, lossAt time.Time) (time.Time, 
 	for {
 		start := time.Now()
 		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, i int) (bool, error) {
-			return renew(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration, l.seedStep)
+			return renewAt(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration, l.seedStep, l.gateFor(ctx, i).marker(ls.keys[0]))
 		})
 		var votes tally
 		gather(ctx, replies, deadline, n, func(r reply[bool]) bool {

@@ -262,7 +262,7 @@ func (l *Locker) Renew(ctx context.Context, resource, token string) (time.Time, 
 	start := time.Now()
 	keys := lockKeys(l.Key(resource))
 	t := l.yesNo(ctx, "renew", l.allIdxs(), allAnswers, func(ctx context.Context, i int) (bool, error) {
-		return renew(ctx, l.nodes[i], keys, token, l.cfg.LeaseDuration, l.seedStep)
+		return renewAt(ctx, l.nodes[i], keys, token, l.cfg.LeaseDuration, l.seedStep, l.gateFor(ctx, i).marker(keys[0]))
 	})
 	validUntil := start.Add(l.validity)
 	if err := l.verdict("renew", resource, t); err != nil {

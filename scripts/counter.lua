@@ -22,6 +22,13 @@
 --   C5 lost key: a grant that finds the lock key missing while the
 --      counter's U is more than c_grace ahead of the node's clock refuses
 --      until U ("lock key lost": evicted or deleted by hand).
+--   C6 high-water (Safety v4.1): the db's marker (trust.lua) keeps the
+--      largest counter value counted or fenced in its db since the marker
+--      was created, rewritten when a value goes above it; a counter that
+--      does not exist starts no lower (C1). A counter evicted or expired
+--      (it has a TTL after its lease, C4), then created again, even in
+--      the same second or after the node's clock stepped back, starts
+--      above every value issued here.
 -- No Locker's Config changes c_step or c_life, so a mix of Configs cannot
 -- make tokens go back.
 
@@ -36,6 +43,12 @@ local c_life = 20000
 -- ahead of the node's clock when its lock key has expired (PX counts from
 -- the command's millisecond, U from the script's microsecond).
 local c_grace = 1000
+
+-- c_mark is the db's marker as the script's gate read or wrote it
+-- (trust.lua, t_trust; fence.lua, t_mark): its key (nil when no gate ran
+-- and no marker key was given: C6 does not apply), its text up to the
+-- high-water, and the high-water ('' for none).
+local c_mark = {}
 
 -- c_now is the node's clock in microseconds.
 local function c_now()
@@ -78,6 +91,14 @@ local function c_read(kf)
   return v, nil, tonumber(u)
 end
 
+-- c_high records counter value v as the db's high-water when it is above
+-- it (C6): the marker is rewritten.
+local function c_high(v)
+  if not c_mark.km or not c_valid(v) or (c_mark.hi ~= '' and not c_less(c_mark.hi, v)) then return end
+  c_mark.hi = v
+  redis.call('SET', c_mark.km, c_mark.head .. ' ' .. v)
+end
+
 -- c_inc is canonical decimal s plus one, as a canonical decimal, without
 -- passing through a Lua number.
 local function c_inc(s)
@@ -99,7 +120,8 @@ end
 
 -- c_count counts a new holder on fence key kf, whose value was read as
 -- fence (false: no counter yet; never c_top, which the caller refuses).
--- A new counter starts from the node's clock rounded down to c_step (C1);
+-- A new counter starts from the node's clock rounded down to c_step, or
+-- the db's high-water when that is higher (C1, C6);
 -- a counter below floor (a canonical decimal, or '' for none) counts on
 -- from floor (C2). The holder's lease runs until upto (µs on the node's
 -- clock; nil for a reader of a read-write lock, whose end its readers
@@ -110,10 +132,12 @@ local function c_count(kf, fence, floor, upto)
   if not v then
     local us = c_now()
     v = string.format('%.0f', us - us % c_step)
+    if c_mark.km and c_mark.hi ~= '' and c_less(v, c_mark.hi) then v = c_mark.hi end
   end
   if floor and floor ~= '' and c_less(v, floor) then v = floor end
   v = c_inc(v)
   c_store(kf, v, upto)
+  c_high(v)
   return v
 end
 

@@ -2,7 +2,10 @@
 -- fence: raise this node's counter to F, but only where the caller's own lock
 -- stands (raising it elsewhere proves nothing). The counter never goes down,
 -- and keeps the record of its live lease's end (counter.lua, C3).
--- KEYS[1] lock key, KEYS[2] fence key
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) the node's
+-- marker key (trust.lua): F goes to the db's high-water when above it
+-- (counter.lua, C6; nothing is judged, and a missing marker is not
+-- written)
 -- ARGV[1] token, ARGV[2] F, ARGV[3] unused (was the seed step)
 -- Returns 1 when the caller holds the lock here (counter now >= F), else 0.
 local v, lerr = l_get(KEYS[1])
@@ -17,5 +20,7 @@ if not cur or c_less(cur, ARGV[2]) then
     upto = c_now() + math.max(redis.call('PTTL', KEYS[1]), 0) * 1000
   end
   c_store(KEYS[2], ARGV[2], upto)
+  t_mark(KEYS[3])
+  c_high(ARGV[2])
 end
 return 1

@@ -2,7 +2,11 @@
 -- renew: extend the caller's own lock, and the record of its lease's end
 -- (counter.lua, C3). Never re-creates an expired lock and never touches a
 -- lock held by another token, nor a key that holds someone else's data.
--- KEYS[1] lock key, KEYS[2] (optional) fence key
+-- KEYS[1] lock key, KEYS[2] (optional) fence key, KEYS[3] (optional) the
+-- node's marker key (trust.lua, T4): where it is missing the lock is not
+-- extended (it stands on data that its db's marker does not vouch for: a
+-- db swapped back, whose marker a new one deleted), unless the server is a
+-- stand-in that keeps no marker (trust.lua, t_identity)
 -- ARGV[1] token, ARGV[2] lease TTL in milliseconds, ARGV[3] unused (was
 -- the seed step)
 -- The lease's end (the node's clock plus the TTL) goes to the counter as
@@ -10,10 +14,14 @@
 -- again from the clock); for a reader of a read-write lock (KEYS[1]
 -- "W:reader:<token>", KEYS[2] "W:fence") it goes to the reader's score in
 -- the readers index W:readers instead (rw.lua), in milliseconds.
--- Returns 1 when extended, 0 when the caller does not hold the lock here.
+-- Returns 1 when extended, 0 when the caller does not hold the lock here
+-- (or its db's marker is missing).
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
+  return 0
+end
+if KEYS[3] and not redis.pcall('GET', KEYS[3]) and t_identity() ~= '-' then
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

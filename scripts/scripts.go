@@ -12,7 +12,11 @@
 // the node's clock, no TTL) and "V" for 20 s after (counter.lua).
 // Every script that can answer "granted" reads INFO replication and the
 // marker (trust.lua): a replica answers an error starting "REPLICA", a
-// node that may have lost data refuses {3, ms, why}. A Script is a plain value, built once when the
+// node that may have lost data refuses {3, ms, why}. The marker also keeps
+// the db's high-water, the least start of a new counter (counter.lua, C6),
+// and a new marker deletes those of its name in the server's other dbs
+// (trust.lua, T4); fence and renew take the marker as an optional third
+// key. A Script is a plain value, built once when the
 // package loads: its source and the SHA1 digest that names it to EVALSHA.
 // A transport (redisnode.Node) runs it with EVALSHA and falls back to
 // EVAL when the server's script cache does not have it (after a restart or
@@ -120,14 +124,16 @@ var (
 	// with nothing written, when the counter is at 2^63-1.
 	Acquire = newScript("acquire", lockSrc, counterSrc, trustSrc, queueSrc, acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
-	// KEYS = lock, fence; ARGV = token, counter, unused. Replies 1 when
+	// KEYS = lock, fence, (optional) marker, whose high-water it raises to
+	// the counter; ARGV = token, counter, unused. Replies 1 when
 	// the caller holds the lock, else 0.
-	Fence = newScript("fence", lockSrc, counterSrc, fenceSrc)
+	Fence = newScript("fence", lockSrc, counterSrc, trustSrc, fenceSrc)
 	// Renew extends the caller's own lock and the end of its lease that
 	// its fence counter (or a reader's readers index) records: KEYS =
-	// lock, fence; ARGV = token, ttl ms, unused.
-	// Replies 1 when extended, 0 when not held by the token.
-	Renew = newScript("renew", lockSrc, counterSrc, renewSrc)
+	// lock, fence, (optional) marker; ARGV = token, ttl ms, unused.
+	// Replies 1 when extended, 0 when not held by the token (or, on a
+	// server that keeps markers, when the marker given is missing).
+	Renew = newScript("renew", lockSrc, counterSrc, trustSrc, renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
 	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,

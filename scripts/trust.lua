@@ -16,10 +16,12 @@
 --      failover); a replica takes its master's.
 --   T2 marker: one marker key per db (and per hash slot on a Cluster); its
 --      NAME carries the db number (SWAPDB moves a db's marker away with its
---      keys). Its value is "v4 <replid> <from> <seen> <why>": the replid it
---      vouches for, the node time (µs) from which the node may grant, the
---      largest node time it has seen (rewritten only when it advanced by
---      more than t_tick), and why the node had to wait ("-" once it may).
+--      keys). Its value is "v4 <replid> <from> <seen> <why> [<hi>]": the
+--      replid it vouches for, the node time (µs) from which the node may
+--      grant, the largest node time it has seen (rewritten only when it
+--      advanced by more than t_tick), why the node had to wait ("-" once
+--      it may), and the db's high-water (counter.lua, C6: absent until a
+--      value is counted; a new marker has none).
 --      - no marker (first use, FLUSHALL/FLUSHDB, SWAPDB, a restart without
 --        data, a marker deleted by hand): a loss, from = now + D (rounded
 --        up to c_step, counter.lua, when D > 0);
@@ -34,7 +36,14 @@
 --      replica and lost-key checks and the floor still apply, nothing is
 --      waited. There is no durability exemption: every restart sits out D.
 --   T3 floor: the marker's from is the floor of every counter the node
---      counts (counter.lua, C1 and C2).
+--      counts (counter.lua, C1 and C2), and its high-water the least start
+--      of a new counter (C6).
+--   T4 one marker (Safety v4.1): a new marker deletes every marker of its
+--      name in the other dbs of the server (t_alone): its db's data swapped
+--      away by SWAPDB, which would vouch for itself when swapped back. A
+--      renewal (renew.lua) extends a lock only where its db's marker
+--      stands, so that a lease lives only on the data the marker vouches
+--      for.
 -- A server whose INFO has no replication section (a stand-in such as
 -- miniredis, whose keys expire by its own rules, not by its clock) is not
 -- checked: no marker, no floor, no lost-key check. A server that refuses
@@ -48,6 +57,10 @@
 -- clock before it is rewritten, and how far the clock may step back
 -- unnoticed.
 local t_tick = 1000000
+
+-- t_dbs is how many dbs t_alone searches at most (a server configured
+-- with more: the dbs from t_dbs on are not searched, docs/design.md §6.2).
+local t_dbs = 1024
 
 -- t_field reads field name of INFO text info (nil when absent).
 local function t_field(info, name)
@@ -78,6 +91,62 @@ local function t_identity()
   return t_field(info, 'master_replid') or '-', nil, nil
 end
 
+-- t_parse reads marker text m: replid, from, seen, why (strings) and the
+-- high-water ('' for none); nil when m is not a v4 marker.
+local function t_parse(m)
+  local rid, from, seen, why, hi = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+) (%d+)$')
+  if not rid then
+    rid, from, seen, why = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+)$')
+    hi = ''
+  end
+  if hi ~= '' and not c_valid(hi) then return nil end
+  return rid, from, seen, why, hi
+end
+
+-- t_mark reads the marker km for a script that raises a counter without
+-- a gate (fence.lua): c_mark is set when km holds a v4 marker, so that
+-- the value raised to goes to the high-water (C6).
+local function t_mark(km)
+  if not km then return end
+  local m = redis.pcall('GET', km)
+  if type(m) ~= 'string' then return end
+  local rid, from, seen, why, hi = t_parse(m)
+  if rid then
+    c_mark = {km = km, head = 'v4 ' .. rid .. ' ' .. from .. ' ' .. seen .. ' ' .. why, hi = hi}
+  end
+end
+
+-- t_alone makes the marker km, just written with text val in the script's
+-- db, the only key of that name on the server (T4): it deletes every
+-- marker named km in the other dbs, and selects the script's db again
+-- (found by val). A marker of that name in another db is this db's data
+-- swapped away (SWAPDB); deleted, it vouches for nothing when swapped
+-- back. Someone else's data under that name is left alone. On a server
+-- whose SELECT refuses every other db (a Redis Cluster) nothing is done.
+-- It searches the dbs up to the first that SELECT refuses (Redis:
+-- "databases", 16 by default), and no more than t_dbs.
+local function t_alone(km, val)
+  local here = nil
+  local db = 0
+  while db < t_dbs do
+    local ok = redis.pcall('SELECT', db)
+    if type(ok) == 'table' and ok.err then break end
+    local v = redis.pcall('GET', km)
+    if v == val then
+      here = db
+    elseif type(v) == 'string' and (t_parse(v) or string.match(v, '^(%S+) (%d+) (%d+) (%S+)$')) then
+      redis.call('DEL', km)
+    end
+    db = db + 1
+  end
+  if here then
+    redis.call('SELECT', here)
+  elseif db > 0 then
+    return redis.error_reply('ERR redlock: the marker ' .. km .. ' just written is in no db')
+  end
+  return nil
+end
+
 -- t_trust applies the rule with marker key km and delay (the rejoin delay
 -- in milliseconds; '', absent or negative: 0). It returns the floor for
 -- the fence counter (the marker's from, a canonical decimal; '' for a
@@ -100,10 +169,12 @@ local function t_trust(km, delay)
   end
   local now = c_now()
   local rid, from, seen, why
+  local hi = ''
   local write = false
   if m then
-    rid, from, seen, why = string.match(m, '^v4 (%S+) (%d+) (%d+) (%S+)$')
+    rid, from, seen, why, hi = t_parse(m)
     if not rid then
+      hi = ''
       -- An older marker, "<run_id> <evicted_keys> <from> <why>", vouches
       -- for no replid: judged as another identity, its from kept.
       local _, _, f = string.match(m, '^(%S+) (%d+) (%d+) (%S+)$')
@@ -120,7 +191,7 @@ local function t_trust(km, delay)
   local later = now + d
   if d > 0 then later = later + (c_step - later % c_step) % c_step end
   if not m then
-    from, seen, why, write = later, now, 'no-marker', true
+    from, seen, why, hi, write = later, now, 'no-marker', '', true
   elseif rid ~= id then
     from, why, write = math.max(from, later), 'identity', true
   end
@@ -132,9 +203,16 @@ local function t_trust(km, delay)
     seen, write = now, true
   end
   if now >= from and why ~= '-' then why, write = '-', true end
+  local head = 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
+    string.format('%.0f', seen) .. ' ' .. why
+  c_mark = {km = km, head = head, hi = hi}
   if write then
-    redis.call('SET', km, 'v4 ' .. id .. ' ' .. string.format('%.0f', from) .. ' ' ..
-      string.format('%.0f', seen) .. ' ' .. why)
+    if hi ~= '' then head = head .. ' ' .. hi end
+    redis.call('SET', km, head)
+    if not m then
+      local e = t_alone(km, head)
+      if e then return nil, nil, e end
+    end
   end
   if now < from then
     -- A marker that vouches from a time still ahead: the clock is behind

@@ -83,11 +83,13 @@ type marker struct {
 	oldFormat bool
 }
 
-// markerRE is the marker's form, as scripts/trust.lua writes it; oldRE the
+// markerRE is the marker's form, as scripts/trust.lua writes it (its
+// last field, the db's high-water of Safety v4.1, scripts/counter.lua C6,
+// is absent until a value is counted under the marker); oldRE the
 // form before Safety v4 ("<run_id> <evicted_keys> <from> <why>"), which
 // the scripts judge as vouching for no replication id.
 var (
-	markerRE = regexp.MustCompile(`^v4 (\S+) (\d+) (\d+) (\S+)$`)
+	markerRE = regexp.MustCompile(`^v4 (\S+) (\d+) (\d+) (\S+)(?: (\d+))?$`)
 	oldRE    = regexp.MustCompile(`^(\S+) (\d+) (\d+) (\S+)$`)
 )
 
@@ -285,19 +287,8 @@ func checkTrust(ctx context.Context, r *nodeReport, t target, conf map[string]st
 		status, detail = slotMarkers(ctx, st, c, replid, now, t.rejoin, timeout)
 	default:
 		cctx, cancel = call()
-		raw, err := c.Get(cctx, st.Marker).Result()
+		status, detail = dbMarker(cctx, st, c, replid, now, t.rejoin)
 		cancel()
-		switch {
-		case errors.Is(err, redis.Nil):
-			status, detail = markerView(st, "", false, replid, now, t.rejoin)
-		case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
-			status, detail = markerView(st, "(not a string)", true, replid, now, t.rejoin)
-		case err != nil:
-			st.State = trustUnknown
-			status, detail = statusWarn, fmt.Sprintf("cannot read the marker %s (GET: %s)", st.Marker, reason(err))
-		default:
-			status, detail = markerView(st, raw, true, replid, now, t.rejoin)
-		}
 	}
 	if t.rejoin < 0 {
 		detail += "; the data-loss rule is off (--rejoin-delay 0): a node that lost data (restart, FLUSHALL, failover) grants at once"
@@ -328,6 +319,21 @@ func checkTrust(ctx context.Context, r *nodeReport, t target, conf map[string]st
 	add(status, detail)
 }
 
+// dbMarker reads and judges the marker of a server that is not sharded.
+func dbMarker(ctx context.Context, st *trustState, c *redis.Client, replid string, now int64, rejoin time.Duration) (string, string) {
+	raw, err := c.Get(ctx, st.Marker).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return markerView(st, "", false, replid, now, rejoin)
+	case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return markerView(st, "(not a string)", true, replid, now, rejoin)
+	case err != nil:
+		st.State = trustUnknown
+		return statusWarn, fmt.Sprintf("cannot read the marker %s (GET: %s)", st.Marker, reason(err))
+	}
+	return markerView(st, raw, true, replid, now, rejoin)
+}
+
 // markerBatch is how many slot markers one round trip reads.
 const markerBatch = 512
 
@@ -338,21 +344,10 @@ const maxSlotMarkers = 16384
 // slotMarkers reads a cluster primary's slot markers (SCAN for the
 // pattern, then GET each) and summarizes them.
 func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, replid string, now int64, rejoin time.Duration, timeout time.Duration) (string, string) {
-	var keys []string
-	var cursor uint64
-	for {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		suffix := markerName + dbSuffix(0)
-		ks, next, err := c.Scan(cctx, cursor, globEscape(strings.TrimSuffix(st.Marker, "{*}"+suffix))+"{*}"+globEscape(suffix), 1000).Result()
-		cancel()
-		if err != nil {
-			st.State = trustUnknown
-			return statusWarn, fmt.Sprintf("cannot list the slot markers %s (SCAN: %s)", st.Marker, reason(err))
-		}
-		keys = append(keys, ks...)
-		if cursor = next; cursor == 0 || len(keys) >= maxSlotMarkers {
-			break
-		}
+	keys, err := listSlotMarkers(ctx, st, c, timeout)
+	if err != nil {
+		st.State = trustUnknown
+		return statusWarn, fmt.Sprintf("cannot list the slot markers %s (SCAN: %s)", st.Marker, reason(err))
 	}
 	if len(keys) == 0 {
 		st.State = trustNoMarker
@@ -363,8 +358,34 @@ func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, replid st
 		return status, "no slot markers yet: in each slot, " + sitOutNote(rejoin)
 	}
 	st.SlotMarkers = len(keys)
-	// In batches, each bounded by timeout: a cluster vouched for in
-	// every slot has thousands of markers per primary.
+	tl := tallySlotMarkers(st, readSlotMarkers(ctx, c, keys, timeout), replid, now)
+	return tl.summary(st, len(keys), now, rejoin)
+}
+
+// listSlotMarkers lists a cluster primary's slot markers (SCAN), at most
+// maxSlotMarkers.
+func listSlotMarkers(ctx context.Context, st *trustState, c *redis.Client, timeout time.Duration) ([]string, error) {
+	var keys []string
+	var cursor uint64
+	suffix := markerName + dbSuffix(0)
+	pattern := globEscape(strings.TrimSuffix(st.Marker, "{*}"+suffix)) + "{*}" + globEscape(suffix)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		ks, next, err := c.Scan(cctx, cursor, pattern, 1000).Result()
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, ks...)
+		if cursor = next; cursor == 0 || len(keys) >= maxSlotMarkers {
+			return keys, nil
+		}
+	}
+}
+
+// readSlotMarkers GETs keys in batches, each bounded by timeout: a
+// cluster vouched for in every slot has thousands of markers per primary.
+func readSlotMarkers(ctx context.Context, c *redis.Client, keys []string, timeout time.Duration) []redis.Cmder {
 	var cmds []redis.Cmder
 	for lo := 0; lo < len(keys); lo += markerBatch {
 		batch := keys[lo:min(lo+markerBatch, len(keys))]
@@ -378,59 +399,75 @@ func slotMarkers(ctx context.Context, st *trustState, c *redis.Client, replid st
 		cancel()
 		cmds = append(cmds, got...)
 	}
-	var waiting, bad, unread int
-	var lastErr error
-	var longest int64
-	var longestWhy string
-	var since int64
+	return cmds
+}
+
+// slotTally counts a cluster primary's slot markers by what they say.
+type slotTally struct {
+	waiting, bad, unread int
+	lastErr              error
+	longest              int64 // µs the longest sit-out has left
+	longestWhy           string
+	since                int64 // the latest trusted marker's from
+}
+
+// tallySlotMarkers judges each marker read (st counts those that vouch
+// for another replication id).
+func tallySlotMarkers(st *trustState, cmds []redis.Cmder, replid string, now int64) slotTally {
+	var tl slotTally
 	for _, cmd := range cmds {
 		raw, err := cmd.(*redis.StringCmd).Result()
 		if errors.Is(err, redis.Nil) {
 			continue // gone since the SCAN
 		}
 		if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
-			unread++
-			lastErr = err
+			tl.unread++
+			tl.lastErr = err
 			continue
 		}
 		m, perr := parseMarker(raw)
 		switch {
 		case err != nil || perr != nil:
-			bad++
+			tl.bad++
 		case m.oldFormat || replid != "" && m.replid != replid:
 			st.SlotsOtherServer++
 		case m.from > now:
-			waiting++
-			if m.from-now > longest {
-				longest, longestWhy = m.from-now, m.why
+			tl.waiting++
+			if m.from-now > tl.longest {
+				tl.longest, tl.longestWhy = m.from-now, m.why
 			}
 		default:
-			since = max(since, m.from)
+			tl.since = max(tl.since, m.from)
 		}
 	}
-	st.SlotsWaiting = waiting
-	detail := plural(len(keys), "slot marker")
+	return tl
+}
+
+// summary is the trust row of a cluster primary with n slot markers.
+func (tl slotTally) summary(st *trustState, n int, now int64, rejoin time.Duration) (string, string) {
+	st.SlotsWaiting = tl.waiting
+	detail := plural(n, "slot marker")
 	status := statusOK
 	st.State = trustTrusted
-	if since > 0 {
-		detail += fmt.Sprintf("; the latest trusted since %s (%s ago)", fmtLocal(since), fmtDuration(usDur(now-since)))
+	if tl.since > 0 {
+		detail += fmt.Sprintf("; the latest trusted since %s (%s ago)", fmtLocal(tl.since), fmtDuration(usDur(now-tl.since)))
 	}
 	if st.SlotsOtherServer > 0 {
 		status, st.State = statusWarn, trustOtherServer
 		detail += fmt.Sprintf("; %d vouch for another replication id (a restart, failover or full sync since): in those slots, %s", st.SlotsOtherServer, sitOutNote(rejoin))
 	}
-	if waiting > 0 {
-		status, st.State, st.Why = statusWarn, trustSittingOut, longestWhy
-		st.WaitSeconds = usDur(longest).Seconds()
-		detail += fmt.Sprintf("; %d sitting out, the longest for %s more: %s", waiting, fmtDuration(usDur(longest)), whyWords(longestWhy))
+	if tl.waiting > 0 {
+		status, st.State, st.Why = statusWarn, trustSittingOut, tl.longestWhy
+		st.WaitSeconds = usDur(tl.longest).Seconds()
+		detail += fmt.Sprintf("; %d sitting out, the longest for %s more: %s", tl.waiting, fmtDuration(usDur(tl.longest)), whyWords(tl.longestWhy))
 	}
-	if unread > 0 {
+	if tl.unread > 0 {
 		status = statusWarn
-		detail += fmt.Sprintf("; %d could not be read (%s)", unread, reason(lastErr))
+		detail += fmt.Sprintf("; %d could not be read (%s)", tl.unread, reason(tl.lastErr))
 	}
-	if bad > 0 {
+	if tl.bad > 0 {
 		status, st.State = statusFail, trustBadMarker
-		detail += fmt.Sprintf("; %d hold data that is not redlock's: locks in those slots fail with WRONGTYPE", bad)
+		detail += fmt.Sprintf("; %d hold data that is not redlock's: locks in those slots fail with WRONGTYPE", tl.bad)
 	}
 	return status, detail
 }

@@ -21,6 +21,9 @@ import (
 )
 
 // Node-side constants of Safety v4 (docs/design.md §6.2; counter.lua, trust.lua).
+// Safety v4.1 adds the db's high-water (counter.lua, C6): the marker's
+// sixth field, the largest value counted or fenced in the db since the
+// marker was created, and the least start of a new counter.
 const (
 	// StepUS is a new counter's granularity, in microseconds (C1).
 	StepUS = 1_000_000
@@ -46,6 +49,9 @@ type Key struct {
 // fence counter and the node's marker (of the db the step runs in).
 type State struct {
 	Lock, Fence, Marker Key
+	// Other is the key of the marker's name in the server's other db (db
+	// 1): this db's marker swapped away, or nothing (T4).
+	Other Key
 }
 
 // Ident is the server's identity as INFO replication says it.
@@ -82,6 +88,7 @@ type Call struct {
 	TTLms   int64  // acquire, renew, rehold
 	DelayMS int64  // acquire, rehold: the caller's RejoinDelay
 	F       string // fence: the counter to raise to
+	Marker  bool   // fence, renew: the marker key is given (its high-water, C6; T4)
 	NewTok  string // rehold: the new token
 }
 
@@ -98,6 +105,84 @@ type node struct {
 	st  State
 	now int64
 	id  Ident
+	// the marker as the step's gate read or wrote it (C6): marked when
+	// there is one, head its text up to the high-water, hi the high-water
+	// ("" for none)
+	marked   bool
+	head, hi string
+}
+
+// high raises the db's high-water to v when v is above it (C6): the
+// marker is rewritten.
+func (n *node) high(v string) {
+	if !n.marked || (n.hi != "" && !less(n.hi, v)) {
+		return
+	}
+	n.hi = v
+	n.st.Marker = Key{Present: true, Val: n.head + " " + v}
+}
+
+// marker is a marker key's fields (T2, C6); why "-" for none.
+type marker struct {
+	rid, why, hi string
+	from, seen   int64
+}
+
+// readMarker reads marker key k (the zero marker, why "-", when it is
+// missing); ok false when k holds something else.
+func readMarker(k Key) (marker, bool) {
+	if !k.Present {
+		return marker{why: "-"}, true
+	}
+	f, hi, ok := parseMarker(k.Val)
+	if !ok {
+		return marker{}, false
+	}
+	m := marker{rid: f[1], why: f[4], hi: hi}
+	m.from, _ = strconv.ParseInt(f[2], 10, 64)
+	m.seen, _ = strconv.ParseInt(f[3], 10, 64)
+	return m, true
+}
+
+// mark records the marker as the gate leaves it (head: its text up to
+// the high-water hi) and writes it when write is set.
+func (n *node) mark(head, hi string, write bool) {
+	n.marked, n.head, n.hi = true, head, hi
+	if write {
+		val := head
+		if hi != "" {
+			val += " " + hi
+		}
+		n.st.Marker = Key{Present: true, Val: val}
+	}
+}
+
+// isMarker reports whether val is a marker, v4 or older ("<run_id>
+// <evicted_keys> <from> <why>").
+func isMarker(val string) bool {
+	if _, _, ok := parseMarker(val); ok {
+		return true
+	}
+	f := strings.Fields(val)
+	if len(f) != 4 {
+		return false
+	}
+	for _, x := range f[1:3] {
+		if _, err := strconv.ParseUint(x, 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// parseMarker splits a v4 marker: replid, from, seen, why and the
+// high-water ("" for none); ok false when it is not one.
+func parseMarker(val string) (f []string, hi string, ok bool) {
+	f = strings.Fields(val)
+	if len(f) == 6 {
+		hi, f = f[5], f[:5]
+	}
+	return f, hi, len(f) == 5 && f[0] == "v4"
 }
 
 func (n *node) nowMS() int64 { return n.now / 1000 }
@@ -148,17 +233,23 @@ func inc(s string) string {
 	return b.Add(b, big.NewInt(1)).String()
 }
 
-// count counts a new holder (C1, C2): a missing counter starts at the
-// clock rounded down to StepUS; below the floor it counts on from the floor.
+// count counts a new holder (C1, C2, C6): a missing counter starts at the
+// clock rounded down to StepUS, or at the db's high-water when that is
+// higher; below the floor it counts on from the floor; the value counted
+// raises the high-water.
 func (n *node) count(v, floor string, upto int64) string {
 	if v == "" {
 		v = strconv.FormatInt(n.now-n.now%StepUS, 10)
+		if n.marked && n.hi != "" && less(v, n.hi) {
+			v = n.hi
+		}
 	}
 	if floor != "" && less(v, floor) {
 		v = floor
 	}
 	v = inc(v)
 	n.store(v, upto)
+	n.high(v)
 	return v
 }
 
@@ -174,22 +265,18 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	if d > 0 && later%StepUS != 0 {
 		later += StepUS - later%StepUS // a loss's from rounds up to the step
 	}
-	var from, seen int64
-	why, write := "-", false
-	var rid string
-	if n.st.Marker.Present {
-		f := strings.Fields(n.st.Marker.Val)
-		if len(f) != 5 || f[0] != "v4" {
-			return "", &Reply{Err: "WRONGTYPE the marker key holds data that is not a marker"}
-		}
-		rid = f[1]
-		from, _ = strconv.ParseInt(f[2], 10, 64)
-		seen, _ = strconv.ParseInt(f[3], 10, 64)
-		why = f[4]
+	m, ok := readMarker(n.st.Marker)
+	if !ok {
+		return "", &Reply{Err: "WRONGTYPE the marker key holds data that is not a marker"}
 	}
+	rid, from, seen, why, hi := m.rid, m.from, m.seen, m.why, m.hi
+	write := false
 	switch {
 	case !n.st.Marker.Present: // first use, a flush, a swap, a restart without data
-		from, seen, why, write = later, n.now, "no-marker", true
+		from, seen, why, hi, write = later, n.now, "no-marker", "", true
+		if n.st.Other.Present && isMarker(n.st.Other.Val) {
+			n.st.Other = Key{} // the only marker of its name (T4)
+		}
 	case rid != n.id.ReplID: // a restart, a failover, a failback: never shortened
 		from, why, write = max(from, later), "identity", true
 	}
@@ -201,9 +288,7 @@ func (n *node) trust(delayMS int64) (string, *Reply) {
 	if n.now >= from && why != "-" {
 		why, write = "-", true
 	}
-	if write {
-		n.st.Marker = Key{Present: true, Val: fmt.Sprintf("v4 %s %d %d %s", n.id.ReplID, from, seen, why)}
-	}
+	n.mark(fmt.Sprintf("v4 %s %d %d %s", n.id.ReplID, from, seen, why), hi, write)
 	if n.now < from {
 		if why == "-" {
 			why = "clock-back"
@@ -221,56 +306,76 @@ func (n *node) run(c Call) Reply {
 	case "acquire":
 		return n.acquire(c)
 	case "release":
-		if !n.holds(c.Token) {
-			return intReply(0)
-		}
-		n.st.Lock = Key{}
-		if v, u := n.counter(); v != "" && u > 0 {
-			n.store(v, 0) // the lease ended (C4)
-		}
-		return intReply(1)
+		return n.release(c)
 	case "renew":
-		if !n.holds(c.Token) {
-			return intReply(0)
-		}
-		n.st.Lock.ExpMS = n.nowMS() + c.TTLms
-		upto := n.now + c.TTLms*1000
-		if v, u := n.counter(); v == "" {
-			n.count("", "", upto)
-		} else {
-			n.store(v, max(u, upto))
-		}
-		return intReply(1)
+		return n.renew(c)
 	case "fence":
-		if !n.holds(c.Token) {
-			return intReply(0)
-		}
-		if v, u := n.counter(); v == "" || less(v, c.F) {
-			if u == 0 {
-				u = n.now + max(n.pttl(), 0)*1000
-			}
-			n.store(c.F, u)
-		}
-		return intReply(1)
+		return n.fence(c)
 	case "rehold":
-		if !n.holds(c.Token) {
-			return arr(int64(0))
-		}
-		floor, refusal := n.trust(c.DelayMS)
-		if refusal != nil {
-			return *refusal
-		}
-		upto := n.now + c.TTLms*1000
-		n.st.Lock = Key{Present: true, Val: c.NewTok + " owner", ExpMS: n.nowMS() + c.TTLms}
-		v, _ := n.counter()
-		if v == "" {
-			v = n.count("", floor, upto)
-		} else {
-			n.store(v, upto)
-		}
-		return arr(int64(1), v)
+		return n.rehold(c)
 	}
 	panic("refnode: unknown step " + c.Op)
+}
+
+func (n *node) release(c Call) Reply {
+	if !n.holds(c.Token) {
+		return intReply(0)
+	}
+	n.st.Lock = Key{}
+	if v, u := n.counter(); v != "" && u > 0 {
+		n.store(v, 0) // the lease ended (C4)
+	}
+	return intReply(1)
+}
+
+func (n *node) renew(c Call) Reply {
+	if !n.holds(c.Token) || c.Marker && !n.st.Marker.Present && n.id.ReplID != "-" {
+		return intReply(0) // not held, or on data its db's marker does not vouch for (T4)
+	}
+	n.st.Lock.ExpMS = n.nowMS() + c.TTLms
+	upto := n.now + c.TTLms*1000
+	if v, u := n.counter(); v == "" {
+		n.count("", "", upto)
+	} else {
+		n.store(v, max(u, upto))
+	}
+	return intReply(1)
+}
+
+func (n *node) fence(c Call) Reply {
+	if !n.holds(c.Token) {
+		return intReply(0)
+	}
+	if v, u := n.counter(); v == "" || less(v, c.F) {
+		if u == 0 {
+			u = n.now + max(n.pttl(), 0)*1000
+		}
+		n.store(c.F, u)
+		if f, hi, ok := parseMarker(n.st.Marker.Val); c.Marker && n.st.Marker.Present && ok {
+			n.marked, n.head, n.hi = true, strings.Join(f, " "), hi
+			n.high(c.F)
+		}
+	}
+	return intReply(1)
+}
+
+func (n *node) rehold(c Call) Reply {
+	if !n.holds(c.Token) {
+		return arr(int64(0))
+	}
+	floor, refusal := n.trust(c.DelayMS)
+	if refusal != nil {
+		return *refusal
+	}
+	upto := n.now + c.TTLms*1000
+	n.st.Lock = Key{Present: true, Val: c.NewTok + " owner", ExpMS: n.nowMS() + c.TTLms}
+	v, _ := n.counter()
+	if v == "" {
+		v = n.count("", floor, upto)
+	} else {
+		n.store(v, upto)
+	}
+	return arr(int64(1), v)
 }
 
 func (n *node) acquire(c Call) Reply {

@@ -74,7 +74,7 @@ func TestDifferentialScriptsMatchTheReference(t *testing.T) {
 	}
 	if len(seeds) > 1 && !t.Failed() {
 		// the default seeds cover every path of the steps
-		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0"} {
+		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"} {
 			require.Positive(t, all[o], "no call had the outcome %q: the sequences do not cover it", o)
 		}
 	}
@@ -108,9 +108,9 @@ func (d *driver) run(steps int) {
 		case r < 45:
 			d.call(Call{Op: "release", Token: tokens[d.rng.IntN(3)]})
 		case r < 55:
-			d.call(Call{Op: "renew", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000)})
+			d.call(Call{Op: "renew", Token: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000), Marker: d.rng.IntN(2) == 0})
 		case r < 63:
-			d.call(Call{Op: "fence", Token: tokens[d.rng.IntN(3)]}) // F chosen from the counter in call
+			d.call(Call{Op: "fence", Token: tokens[d.rng.IntN(3)], Marker: d.rng.IntN(2) == 0}) // F chosen from the counter in call
 		case r < 68:
 			d.call(Call{Op: "rehold", Token: tokens[d.rng.IntN(3)], NewTok: tokens[d.rng.IntN(3)], TTLms: d.pick(2000, 8000), DelayMS: d.pick(0, 1000)})
 		default:
@@ -131,6 +131,12 @@ func (d *driver) operator() {
 	case r < 20:
 		what = "evict the counter"
 		require.NoError(t, d.c.Del(d.ctx, kFence).Err())
+		if d.rng.IntN(2) == 0 {
+			// and the lock key, then a grant at once: a new counter in the
+			// second of the last one counted starts at the high-water (C6)
+			require.NoError(t, d.c.Del(d.ctx, kLock).Err())
+			defer d.call(Call{Op: "acquire", Token: tokens[d.rng.IntN(3)], TTLms: 2000, DelayMS: 1000})
+		}
 	case r < 25:
 		what = "flushall"
 		require.NoError(t, d.c.FlushAll(d.ctx).Err())
@@ -151,6 +157,17 @@ func (d *driver) operator() {
 		require.NoError(t, d.c.Save(d.ctx).Err())
 		require.NoError(t, d.srv.Restart())
 		d.c = d.srv.Client()
+	case r < 47:
+		// the marker gone under a lock that stands: a db swapped back
+		// whose marker a new one deleted (T4), or a deletion by hand
+		what = "delete the marker"
+		require.NoError(t, d.c.Del(d.ctx, kMarker).Err())
+		defer func() {
+			// the holder renews next, on the data no marker vouches for
+			if v, err := d.c.Get(d.ctx, kLock).Result(); err == nil {
+				d.call(Call{Op: "renew", Token: strings.Fields(v)[0], TTLms: d.pick(2000, 8000), Marker: true})
+			}
+		}()
 	case r < 85:
 		step := time.Duration(d.pick(300, 1500, 4000, 21000)) * time.Millisecond
 		what = "clock +" + step.String()
@@ -195,7 +212,7 @@ func (k keyCmds) key() Key {
 }
 
 func stateOf(ks []keyCmds) State {
-	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key()}
+	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key(), Other: ks[3].key()}
 }
 
 func (d *driver) call(c Call) {
@@ -223,11 +240,17 @@ func (d *driver) call(c Call) {
 		for _, k := range []string{kLock, kFence, kMarker} {
 			pre = append(pre, readKey(p, d.ctx, k))
 		}
+		p.Select(d.ctx, 1) // the marker's name in db 1 (T4)
+		pre = append(pre, readKey(p, d.ctx, kMarker))
+		p.Select(d.ctx, 0)
 		ev = p.Eval(d.ctx, s.Source(), keys, args...)
 		t1 = p.Time(d.ctx)
 		for _, k := range []string{kLock, kFence, kMarker} {
 			post = append(post, readKey(p, d.ctx, k))
 		}
+		p.Select(d.ctx, 1) // the marker's name in db 1 (T4)
+		post = append(post, readKey(p, d.ctx, kMarker))
+		p.Select(d.ctx, 0)
 		return nil
 	})
 	require.NoError(t, t0.Err())
@@ -244,6 +267,15 @@ func (d *driver) call(c Call) {
 		diff := compare(r, after, realReply, realAfter, slackMS+(t1.Val().UnixMicro()-t0.Val().UnixMicro())/1000)
 		if diff == "" {
 			d.outcomes[outcome(c, realReply)]++
+			if fromHigh(c, before, realReply, t0.Val().UnixMicro()) {
+				d.outcomes["acquire from the high-water"]++
+			}
+			if before.Other.Present && !realAfter.Other.Present {
+				d.outcomes["a new marker deleted the one swapped away"]++
+			}
+			if c.Op == "renew" && c.Marker && !before.Marker.Present && strings.HasPrefix(before.Lock.Val, c.Token+" ") {
+				d.outcomes["renew refused: no marker"]++
+			}
 			d.note(desc + " -> " + realReply.String())
 			return
 		}
@@ -268,11 +300,27 @@ func nows(t0, t1 int64, c Call, before, after State) []int64 {
 		u, _ := strconv.ParseInt(f[1], 10, 64)
 		in(u - c.TTLms*1000)
 	}
-	if f := strings.Fields(after.Marker.Val); len(f) == 5 && after.Marker.Val != before.Marker.Val {
+	if f := strings.Fields(after.Marker.Val); len(f) >= 5 && after.Marker.Val != before.Marker.Val {
 		seen, _ := strconv.ParseInt(f[3], 10, 64)
 		in(seen)
 	}
 	return out
+}
+
+// fromHigh reports whether call c granted a new counter that started at
+// the db's high-water rather than at the clock (counter.lua, C6): the
+// counter was missing and the marker's high-water was at or above the
+// clock's second at t0.
+func fromHigh(c Call, before State, r Reply, t0 int64) bool {
+	if c.Op != "acquire" || before.Fence.Present || len(r.Array) != 2 || r.Array[0] != int64(1) {
+		return false
+	}
+	f := strings.Fields(before.Marker.Val)
+	if len(f) != 6 {
+		return false
+	}
+	hi, _ := strconv.ParseInt(f[5], 10, 64)
+	return hi >= t0-t0%StepUS
 }
 
 // outcome names what call c answered: granted, held (the retried call),
@@ -306,9 +354,17 @@ func script(c Call) (*scripts.Script, []string, []any) {
 	case "release":
 		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", ""}
 	case "renew":
-		return scripts.Renew, []string{kLock, kFence}, []any{c.Token, c.TTLms, ""}
+		keys := []string{kLock, kFence}
+		if c.Marker {
+			keys = append(keys, kMarker)
+		}
+		return scripts.Renew, keys, []any{c.Token, c.TTLms, ""}
 	case "fence":
-		return scripts.Fence, []string{kLock, kFence}, []any{c.Token, c.F, ""}
+		keys := []string{kLock, kFence}
+		if c.Marker {
+			keys = append(keys, kMarker)
+		}
+		return scripts.Fence, keys, []any{c.Token, c.F, ""}
 	case "rehold":
 		return scripts.Rehold, []string{kLock, kFence, kMarker}, []any{c.Token, c.NewTok + " owner", c.TTLms, "", c.DelayMS}
 	}
@@ -358,6 +414,7 @@ func compare(r Reply, after State, rr Reply, ra State, tolMS int64) string {
 		{"lock", after.Lock, ra.Lock, nil},
 		{"counter", after.Fence, ra.Fence, map[int]bool{1: true}},
 		{"marker", after.Marker, ra.Marker, map[int]bool{2: true, 3: true}},
+		{"db 1's marker", after.Other, ra.Other, map[int]bool{2: true, 3: true}},
 	} {
 		if k.ref.Present != k.got.Present {
 			return fmt.Sprintf("%s: reference present=%v, real present=%v (%q)", k.name, k.ref.Present, k.got.Present, k.got.Val)
@@ -405,16 +462,26 @@ func compareReply(r, rr Reply, tolMS int64) string {
 		return fmt.Sprintf("reference %s, real %s", r, rr)
 	}
 	for i := range r.Array {
-		a, aok := r.Array[i].(int64)
-		b, bok := rr.Array[i].(int64)
-		switch {
-		case aok && bok && (a == b || i > 0 && abs(a-b) <= tolMS):
-		case !aok && !bok && r.Array[i] == rr.Array[i]:
-		default:
+		if !sameElement(i, r.Array[i], rr.Array[i], tolMS) {
 			return fmt.Sprintf("reference %s, real %s", r, rr)
 		}
 	}
 	return ""
+}
+
+// sameElement reports whether element i of two array replies agree: the
+// same string, or integers within tolMS past the first element (times in
+// ms).
+func sameElement(i int, x, y any, tolMS int64) bool {
+	a, aok := x.(int64)
+	b, bok := y.(int64)
+	switch {
+	case aok && bok:
+		return a == b || i > 0 && abs(a-b) <= tolMS
+	case !aok && !bok:
+		return x == y
+	}
+	return false
 }
 
 func abs(x int64) int64 {

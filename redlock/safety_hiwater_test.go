@@ -1,0 +1,103 @@
+package redlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
+)
+
+// The db's high-water (Safety v4.1, scripts/counter.lua C6; issue 30's
+// gaps evictctr and clockback, docs/model.md): a fence counter has a TTL
+// once its lease ended, so it can be evicted (volatile-*) or expire; a
+// counter created again in its place started from the node's clock,
+// rounded down to the second, and in the same second as the last token
+// counted there it repeated that token. The marker now keeps the largest
+// value counted in its db, and a new counter starts above it.
+
+// toSecondStart steps the servers' clock (forward) to just after the
+// start of a second of the node's clock, so that what a test does next
+// falls in one second of it; it returns the node time it stepped to.
+func toSecondStart(t *testing.T, clock *testutil.FakeClock, s *testutil.RedisServer) time.Time {
+	t.Helper()
+	now, err := s.Client().Time(testutil.Context(t)).Result()
+	require.NoError(t, err)
+	ahead := time.Second - time.Duration(now.Nanosecond()) + 20*time.Millisecond
+	require.NoError(t, clock.Set(clock.Offset()+ahead))
+	return now.Add(ahead)
+}
+
+// hiwaterEnv is three servers under one fake clock and a Locker A that
+// the nodes trust (its first use's sit-out passed).
+func hiwaterEnv(t *testing.T) (*testutil.FakeClock, *testutil.RedisCluster, *redlock.Locker) {
+	t.Helper()
+	clock := testutil.NewFakeClock(t)
+	c := testutil.StartRedis(t, 3, clock.Option())
+	a := newLocker(t, c.Nodes(), lossConfig)
+	warm(t, a)
+	return clock, c, a
+}
+
+// takeAndRelease takes r with l and releases it at once.
+func takeAndRelease(t *testing.T, l *redlock.Locker) *redlock.Lease {
+	t.Helper()
+	lease, err := tryAcquire(t, l, "r")
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(testutil.Context(t)))
+	return lease
+}
+
+// TestSafetyAnIdleCounterEvictedIsNotCountedAgain: A takes r and releases
+// it; the counters (now with a TTL) are evicted under volatile-lru on
+// every node, in the same second of the nodes' clock; B takes r. Before
+// the high-water, B's counters started again from that second, and B's
+// token was A's.
+func TestSafetyAnIdleCounterEvictedIsNotCountedAgain(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	clock, c, a := hiwaterEnv(t)
+	toSecondStart(t, clock, c.Server(0))
+	first := takeAndRelease(t, a)
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers() {
+		_, err := testutil.EvictUntilGone(ctx, s, "volatile-lru", a.Key("r")+":fence")
+		require.NoError(t, err)
+		require.NoError(t, s.Do(ctx, "CONFIG", "SET", "maxmemory", "0").Err())
+	}
+	b := newLocker(t, c.Nodes(), lossConfig)
+	second := takeAndRelease(t, b)
+	require.Greater(t, second.Fence(), first.Fence(), "a counter evicted after its lease repeated a token")
+}
+
+// TestSafetyACounterExpiredThenAClockStepBackIsNotCountedAgain: A takes r
+// and releases it; the nodes' clock steps forward past the counter's life
+// (20 s), so the counters expire, then back to where it was (an NTP step
+// corrected): within a second of the time the marker last saw, which the
+// seen check lets pass. Before the high-water, B's counters started again
+// from that second, and B's token was A's.
+func TestSafetyACounterExpiredThenAClockStepBackIsNotCountedAgain(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	clock, c, a := hiwaterEnv(t)
+	toSecondStart(t, clock, c.Server(0))
+	first := takeAndRelease(t, a)
+	back := clock.Offset()
+	require.NoError(t, clock.Set(back+21*time.Second))
+	ctx := testutil.Context(t)
+	for _, s := range c.Servers() {
+		n, err := s.Do(ctx, "EXISTS", a.Key("r")+":fence").Int() // expires it (Redis expires a key it reads)
+		require.NoError(t, err)
+		require.Zero(t, n, "the counter outlived its life")
+	}
+	require.NoError(t, clock.Set(back))
+	b := newLocker(t, c.Nodes(), lossConfig)
+	second := takeAndRelease(t, b)
+	require.Greater(t, second.Fence(), first.Fence(), "a counter expired, then a clock step back, repeated a token")
+}
