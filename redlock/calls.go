@@ -136,6 +136,9 @@ func renewAt(ctx context.Context, n Node, keys []string, token string, ttl time.
 	if marker != "" {
 		k = []string{keys[0], keys[1], marker}
 	}
+	// A reader's lease names its readers index after its four keys
+	// (RWLock.readRequest), which renew.lua then finds declared.
+	k = append(k[:len(k):len(k)], keys[min(len(keys), 4):]...)
 	return evalFlag(ctx, n, scripts.Renew, k, token, nodeTTL(ttl), step)
 }
 
@@ -250,6 +253,11 @@ func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
 	keys := a.keys[:4]
 	if a.marker != "" && a.handOver.step != "" {
 		keys = append(keys[:4:4], a.marker)
+	}
+	if len(a.keys) > 4 {
+		// A reader's readers index (RWLock.readRequest); a reader is
+		// never handed over, so it follows the queue's keys.
+		keys = append(keys[:len(keys):len(keys)], a.keys[4:]...)
 	}
 	reply, err := n.Eval(ctx, scripts.Release, keys, a.list...)
 	if err != nil {

@@ -195,7 +195,9 @@ func (rw *RWLock) readRequest() request {
 	l := rw.l
 	token := newToken()
 	rk := rw.prefix + token
-	ls := newKeyedLease(l, rw.resource, []string{rk, rw.keys[1], rk + ":queue", rk + ":queue:exp"}, token)
+	// The readers index last: renew and release declare it (the scripts
+	// touch only the keys they are given).
+	ls := newKeyedLease(l, rw.resource, []string{rk, rw.keys[1], rk + ":queue", rk + ":queue:exp", rw.readers}, token)
 	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {

@@ -43,7 +43,7 @@ local ck_keys = {
   ZREVRANGE = 1, ZREM = 1, ZREMRANGEBYSCORE = 1, ZSCORE = 1, ZRANK = 1,
   ZINCRBY = 1, HSET = 1, HGET = 1, HDEL = 1, HGETALL = 1,
   DEL = 'all', UNLINK = 'all', EXISTS = 'all', MGET = 'all', TOUCH = 'all',
-  TIME = 0, INFO = 0, PUBLISH = 0, PING = 0, ECHO = 0,
+  TIME = 0, INFO = 0, PUBLISH = 0, PING = 0, ECHO = 0, SELECT = 0,
 }
 local function ck_check(cmd, ...)
   local name = string.upper(tostring(cmd))

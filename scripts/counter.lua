@@ -158,14 +158,25 @@ local function c_reader(kl, kf)
   return nil, nil
 end
 
+-- c_declared says whether key k is one of the script's KEYS after the
+-- lock and its counter: a reader's lease declares its readers index last
+-- (Redis's scripting contract: a script touches only the keys it is given).
+local function c_declared(k)
+  for i = 3, #KEYS do
+    if KEYS[i] == k then return true end
+  end
+  return false
+end
+
 -- c_end ends a lease on lock key kl (released or given up): a reader
--- leaves its readers index kr, whose last member takes the index with it;
--- any other lease's counter goes back to "V" for c_life (C4). A key that
--- holds someone else's data is left alone.
+-- leaves its readers index kr (declared in KEYS, else it stays there until
+-- its score lapses and a sweep takes it), whose last member takes the
+-- index with it; any other lease's counter goes back to "V" for c_life
+-- (C4). A key that holds someone else's data is left alone.
 local function c_end(kl, kf)
   local kr, tok = c_reader(kl, kf)
   if kr then
-    redis.pcall('ZREM', kr, tok)
+    if c_declared(kr) then redis.pcall('ZREM', kr, tok) end
     return
   end
   local v, bad, upto = c_read(kf)

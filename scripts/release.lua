@@ -15,7 +15,8 @@
 -- own.
 -- A lock it deletes ends its lease (counter.lua, c_end): the counter goes
 -- back to "V" for c_life, or a reader of a read-write lock leaves its
--- readers index.
+-- readers index, which the reader declares as its last key (after
+-- KEYS[4], or KEYS[5] when a marker is given).
 -- When the lock has a live queue, the announcement names its head after a
 -- space: only that waiter need try. When the head left what the lock is
 -- set to, the lock is handed over to it instead of deleted (q_give), and

@@ -14,6 +14,10 @@
 -- again from the clock); for a reader of a read-write lock (KEYS[1]
 -- "W:reader:<token>", KEYS[2] "W:fence") it goes to the reader's score in
 -- the readers index W:readers instead (rw.lua), in milliseconds.
+-- A reader's lease declares its readers index as the last key (after the
+-- marker, or in its place when the caller names no marker: KEYS[3] is the
+-- marker unless it is the reader's readers index); a reader whose index
+-- is not declared is an error, and its lock is not extended.
 -- Returns 1 when extended, 0 when the caller does not hold the lock here
 -- (or its db's marker is missing).
 local v, lerr = l_get(KEYS[1])
@@ -21,13 +25,19 @@ if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
   return 0
 end
-if KEYS[3] and not redis.pcall('GET', KEYS[3]) and t_identity() ~= '-' then
+local kr, tok
+if KEYS[2] then kr, tok = c_reader(KEYS[1], KEYS[2]) end
+local km = KEYS[3]
+if km == kr then km = nil end
+if km and not redis.pcall('GET', km) and t_identity() ~= '-' then
   return 0
+end
+if kr and not c_declared(kr) then
+  return redis.error_reply('ERR redlock: renew of a reader whose readers index ' .. kr .. ' is not in KEYS')
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if KEYS[2] then
   local upto = c_now() + tonumber(ARGV[2]) * 1000
-  local kr, tok = c_reader(KEYS[1], KEYS[2])
   if kr then
     redis.pcall('ZADD', kr, 'XX', math.ceil(upto / 1000), tok)
   else

@@ -178,26 +178,26 @@ var (
 	AcquireAll = newScript("acquire_all", lockSrc, counterSrc, trustSrc, queueSrc, acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
-	// ttl ms, floor, unused, reader key prefix, waiting writer's id,
+	// ttl ms, floor, unused, mode ("wait" or "try"), waiting writer's id,
 	// intent ttl ms, the rejoin delay ms. Replies
 	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
 	// readers} when readers do, {3, ms, why} when the node sits out.
-	RWWrite = newScript("rw_write", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwWriteSrc)
+	RWWrite = newScript("rw_write", lockSrc, counterSrc, trustSrc, rwSrc, rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
-	// token, owner, ttl ms, floor, unused, reader key prefix, the rejoin
-	// delay ms. Replies {1, counter} when
+	// token, owner, ttl ms, floor, unused, the rejoin delay ms. Replies {1, counter} when
 	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
 	// writer waits, {3, ms, why} when the node sits out.
-	RWRead = newScript("rw_read", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwReadSrc)
+	RWRead = newScript("rw_read", lockSrc, counterSrc, trustSrc, rwSrc, rwReadSrc)
 	// RWWithdraw takes a waiting writer's intent back: KEYS = writers'
 	// intents; ARGV = the writer's id. Replies 1 when it stood, else 0.
 	RWWithdraw = newScript("rw_withdraw", rwWithdrawSrc)
 	// RWInspect reads a read-write lock: KEYS = writer lock, fence, readers
-	// index, writers' intents; ARGV = reader key prefix. Replies {writer's
-	// value or nil, its pttl, fence counter or nil, live intents, then a
-	// value and a pttl per live reader}.
-	RWInspect = newScript("rw_inspect", lockSrc, counterSrc, trustSrc, queueSrc, rwSrc, rwInspectSrc)
+	// index, writers' intents, then (optional) reader keys whose values to
+	// read; no ARGV. Replies {writer's value or nil, its pttl, fence
+	// counter or nil, live intents, then a token, ms and value-or-nil per
+	// live reader}.
+	RWInspect = newScript("rw_inspect", lockSrc, counterSrc, rwSrc, rwInspectSrc)
 )
 
 // All lists every script, for preloading with SCRIPT LOAD and for checks

@@ -187,7 +187,7 @@ func readRW(p redis.Pipeliner, ctx context.Context) rwCmds {
 }
 
 func (c rwCmds) state(t *testing.T) RWState {
-	st := RWState{State: stateOf(c.base), Readers: map[string]int64{}, ReaderKeys: map[string]Key{}, Intents: map[string]int64{}}
+	st := RWState{State: State{Lock: c.base[0].key(), Fence: c.base[1].key(), Marker: c.base[2].key()}, Readers: map[string]int64{}, ReaderKeys: map[string]Key{}, Intents: map[string]int64{}}
 	for _, z := range c.readers.Val() {
 		st.Readers[z.Member.(string)] = int64(z.Score)
 	}
@@ -233,9 +233,11 @@ func rwScript(c RWCall) (*scripts.Script, []string, []any) {
 		}
 		return scripts.CheckKeys(scripts.RWInspect), keys, nil
 	case "renew-reader":
-		return scripts.Renew, []string{readerKey(c.Token), rwFence}, []any{c.Token, c.TTLms, ""}
+		// a reader's lease declares its readers index last (redlock/calls.go)
+		return scripts.CheckKeys(scripts.Renew), []string{readerKey(c.Token), rwFence, rwMarker, rwReaders}, []any{c.Token, c.TTLms, ""}
 	case "release-reader":
-		return scripts.Release, []string{readerKey(c.Token), rwFence}, []any{c.Token, rwW + ":released", ""}
+		rk := readerKey(c.Token)
+		return scripts.CheckKeys(scripts.Release), []string{rk, rwFence, rk + ":queue", rk + ":queue:exp", rwReaders}, []any{c.Token, rwW + ":released", ""}
 	case "release-writer":
 		return scripts.Release, []string{rwW, rwFence}, []any{c.Token, rwW + ":released", ""}
 	}
