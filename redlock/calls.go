@@ -19,6 +19,11 @@ import (
 
 func releaseChannel(key string) string { return key + ":released" }
 
+// releaseID names one release in its announcements: the first 8 hex digits
+// of the released token, which Inspect shows anyway and which distinguish
+// successive holders of a key.
+func releaseID(token string) string { return token[:min(8, len(token))] }
+
 // lockKeys are a lock's keys in the order every script takes them: lock,
 // fence, queue, queue expiries (the scripts that grant take the node's
 // marker after them: grantGate.marker). Built once per lease and shared by

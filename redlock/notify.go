@@ -431,11 +431,6 @@ func (kw *keyWait) wake(heads []string) {
 // leaveMark starts the id of a waiter's leaving in an announcement.
 const leaveMark = "~"
 
-// releaseID names one release in its announcements: the first 8 hex digits
-// of the released token, which Inspect shows anyway and which distinguish
-// successive holders of a key.
-func releaseID(token string) string { return token[:min(8, len(token))] }
-
 // syncLocked makes every subscription watch key exactly when it has
 // waiters, in the background (a node that is down must not hold up a
 // waiter). Each sync reads the wanted state when it runs, so the last one
