@@ -16,8 +16,19 @@
 // the db's high-water, the least start of a new counter (counter.lua, C6),
 // and a new marker deletes those of its name in the server's other dbs
 // (trust.lua, T4); fence and renew take the marker as an optional third
-// key. A Script is a plain value, built once when the
-// package loads: its source and the SHA1 digest that names it to EVALSHA.
+// key.
+//
+// A script's source is its own file (acquire.lua, ...) after the helpers
+// it uses, and only those (assemble.go): when the package loads, each
+// helper file (lock.lua, counter.lua, trust.lua, queue.lua, rw.lua) is
+// split into its top-level units, a "local function" block or a one-line
+// "local" constant with the comment lines directly above it; a script
+// takes the units its code names, and those they name, transitively, in
+// the helper files' order (lock, counter, trust, queue, rw: a unit is
+// defined before those that use it). A helper file of another shape
+// stops the package from loading. A Script is a plain value, built once
+// when the package loads: its source and the SHA1 digest that names it to
+// EVALSHA.
 // A transport (redisnode.Node) runs it with EVALSHA and falls back to
 // EVAL when the server's script cache does not have it (after a restart or
 // SCRIPT FLUSH). docs/design.md §3 and §4 describe the keys and what each
@@ -28,7 +39,6 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
-	"strings"
 )
 
 // Script is one Lua script: its name, source and digest, fixed when it is
@@ -49,10 +59,33 @@ func New(name, src string) *Script {
 	return &Script{name: name, src: src, hash: hex.EncodeToString(sum[:])}
 }
 
-// newScript joins parts (helpers first, the script's own body last) into
-// the script named name.
-func newScript(name string, parts ...string) *Script {
-	return New(name, keyCheck+strings.Join(parts, "")) // keyCheck: checkkeys_on.go
+// newScript is the script named name: body, the script's own file, after
+// the helper units it needs (assemble), after keyCheck (checkkeys_on.go).
+func newScript(name, body string) *Script {
+	return New(name, keyCheck+assemble(helpers, body))
+}
+
+// helpers are the helper files' units, in the order a script defines
+// them: lock.lua, counter.lua, trust.lua, queue.lua, rw.lua (each file's
+// units use only those of the files before it and its own earlier ones).
+// A helper file the split cannot read stops the package from loading
+// (assemble_test.go checks each one).
+var helpers = mustSplitHelpers()
+
+func mustSplitHelpers() []unit {
+	units, err := splitHelpers(helperFiles()...)
+	if err != nil {
+		panic("scripts: " + err.Error())
+	}
+	return units
+}
+
+// helperFiles are the helper files, name and source, in their order.
+func helperFiles() [][2]string {
+	return [][2]string{
+		{"lock.lua", lockSrc}, {"counter.lua", counterSrc}, {"trust.lua", trustSrc},
+		{"queue.lua", queueSrc}, {"rw.lua", rwSrc},
+	}
 }
 
 // Name is the script's name, its main file's without ".lua" (such as
@@ -122,18 +155,18 @@ var (
 	// the node may have lost data (or the lock key was lost) and sits out
 	// for ms, a REPLICA error on a replica, and a FENCEEXHAUSTED error,
 	// with nothing written, when the counter is at 2^63-1.
-	Acquire = newScript("acquire", lockSrc, counterSrc, trustSrc, queueSrc, acquireSrc)
+	Acquire = newScript("acquire", acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
 	// KEYS = lock, fence, (optional) marker, whose high-water it raises to
 	// the counter; ARGV = token, counter, unused. Replies 1 when
 	// the caller holds the lock, else 0.
-	Fence = newScript("fence", lockSrc, counterSrc, trustSrc, fenceSrc)
+	Fence = newScript("fence", fenceSrc)
 	// Renew extends the caller's own lock and the end of its lease that
 	// its fence counter (or a reader's readers index) records: KEYS =
 	// lock, fence, (optional) marker; ARGV = token, ttl ms, unused.
 	// Replies 1 when extended, 0 when not held by the token (or, on a
 	// server that keeps markers, when the marker given is missing).
-	Renew = newScript("renew", lockSrc, counterSrc, trustSrc, renewSrc)
+	Renew = newScript("renew", renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
 	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
 	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,
@@ -142,28 +175,28 @@ var (
 	// subscribers reached, {1 + the subscribers reached, head} when it named
 	// the head of the wait queue, or {…, head, counter} when it handed the
 	// lock over to the head.
-	Release = newScript("release", lockSrc, counterSrc, trustSrc, queueSrc, releaseSrc)
+	Release = newScript("release", releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up: KEYS =
 	// lock, fence, queue, queue expiries; ARGV = waiter's place, channel,
 	// announcement id, "give" to give up a lock handed over to the place.
 	// Replies 1 when the waiter was queued or held the lock, else 0.
-	Leave = newScript("leave", lockSrc, counterSrc, trustSrc, queueSrc, leaveSrc)
+	Leave = newScript("leave", leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
 	// = lock, fence, marker (optional); ARGV = holding token, new value,
 	// ttl ms, unused, rejoin delay ms. Replies {1, counter} when done, {0}
 	// when the token does not hold the lock, {3, ms, why} when the node
 	// may not grant, a REPLICA error on a replica.
-	Rehold = newScript("rehold", lockSrc, counterSrc, trustSrc, reholdSrc)
+	Rehold = newScript("rehold", reholdSrc)
 	// Inspect reads a resource without changing it: KEYS = lock, fence,
 	// and optionally the wait queue (tickets, expiries). Replies {lock key
 	// type, value or nil, pttl, fence counter (V alone) or nil, live places
 	// in the queue}.
-	Inspect = newScript("inspect", counterSrc, trustSrc, queueSrc, inspectSrc)
+	Inspect = newScript("inspect", inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the key's
 	// fence: KEYS = value, fence; ARGV = token, value.
 	// Replies {1, token} when written, {0, highest token seen} when stale.
-	FencedWrite = newScript("fenced_write", counterSrc, fencedWriteSrc)
+	FencedWrite = newScript("fenced_write", fencedWriteSrc)
 )
 
 var (
@@ -175,20 +208,20 @@ var (
 	// new grant, what the lock had left for a retry), {0, pttl, k} when the
 	// k-th lock is held, {0, 0, k, ms} when a waiter is next for it, {3,
 	// ms, why} when the node sits out after a loss of data.
-	AcquireAll = newScript("acquire_all", lockSrc, counterSrc, trustSrc, queueSrc, acquireAllSrc)
+	AcquireAll = newScript("acquire_all", acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
 	// ttl ms, floor, unused, mode ("wait" or "try"), waiting writer's id,
 	// intent ttl ms, the rejoin delay ms. Replies
 	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
 	// readers} when readers do, {3, ms, why} when the node sits out.
-	RWWrite = newScript("rw_write", lockSrc, counterSrc, trustSrc, rwSrc, rwWriteSrc)
+	RWWrite = newScript("rw_write", rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
 	// token, owner, ttl ms, floor, unused, the rejoin delay ms. Replies {1, counter} when
 	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
 	// writer waits, {3, ms, why} when the node sits out.
-	RWRead = newScript("rw_read", lockSrc, counterSrc, trustSrc, rwSrc, rwReadSrc)
+	RWRead = newScript("rw_read", rwReadSrc)
 	// RWWithdraw takes a waiting writer's intent back: KEYS = writers'
 	// intents; ARGV = the writer's id. Replies 1 when it stood, else 0.
 	RWWithdraw = newScript("rw_withdraw", rwWithdrawSrc)
@@ -197,7 +230,7 @@ var (
 	// read; no ARGV. Replies {writer's value or nil, its pttl, fence
 	// counter or nil, live intents, then a token, ms and value-or-nil per
 	// live reader}.
-	RWInspect = newScript("rw_inspect", lockSrc, counterSrc, rwSrc, rwInspectSrc)
+	RWInspect = newScript("rw_inspect", rwInspectSrc)
 )
 
 // All lists every script, for preloading with SCRIPT LOAD and for checks
