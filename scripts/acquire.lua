@@ -1,45 +1,58 @@
 -- model: acquire
--- acquire: take the lock if it is free and count a new holder.
--- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
--- queue (queue.lua, docs/design.md section 11.1), KEYS[5] the node's
--- marker key (trust.lua)
--- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in milliseconds,
--- ARGV[4] optional floor: a canonical decimal below which an existing
--- counter is raised to it before the increment, or empty (the node's own
--- floor, the marker's from, always applies: trust.lua); ARGV[5] unused
--- (was the seed step: counter.lua's c_step is a node constant); ARGV[6]
--- the place of a fair Acquire in the wait queue ("" for an attempt that
--- does not queue): its waiter id, followed by what the lock is handed over
--- to it with (queue.lua, q_member), ARGV[7] its ticket (0 for none yet),
--- ARGV[8] how long its place lasts, in milliseconds; ARGV[9] the rejoin
--- delay in milliseconds (trust.lua, t_trust; "" or negative: 0)
--- Returns {1, counter} when granted, {0, pttl} when another holder has it.
--- When the caller queues, or the lock is free but an earlier waiter is
--- next, a refusal is {0, pttl, ticket, ms}: pttl 0 for a free lock, the
--- caller's ticket (0 when it does not queue), and how long the head's
--- ticket has left (0 when the caller is the head). A free lock is granted
--- only to the head of its live queue, or to anyone when the queue is empty.
--- A node that may have lost data (trust.lua) refuses with {3, ms, why}
--- (a free lock, and the retried call's and the hand-over's answers too):
--- it may grant again in ms milliseconds; why is no-marker, identity,
--- clock-back, or key-lost when the lock key is missing while its counter
--- records a live lease (counter.lua, C5), or "data state unknown: ..."
--- when INFO is refused. A replica answers an error "REPLICA ...".
+-- acquire: take the lock if it is free and count a new holder. Helpers:
+-- lock.lua, counter.lua, trust.lua, queue.lua.
+-- KEYS[1] the lock key P{R}, KEYS[2] the fence counter P{R}:fence,
+--   KEYS[3] and KEYS[4] (optional: without them the lock has no queue) the
+--   lock's wait queue, tickets P{R}:queue and their expiry times
+--   P{R}:queue:exp (queue.lua, docs/design.md section 11.1), KEYS[5]
+--   (optional) the node's marker key (trust.lua)
+-- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in ms, ARGV[4]
+--   floor of the counter: a canonical decimal below which an existing
+--   counter is raised to it before the increment, or "" for none (the
+--   node's own floor, the marker's from, always applies: trust.lua),
+--   ARGV[5] unused (was the seed step: counter.lua's c_step is a node
+--   constant), ARGV[6] the place of a fair Acquire in the wait queue (""
+--   for an attempt that does not queue): its waiter id, followed by what
+--   the lock is handed over to it with (queue.lua, q_member), ARGV[7] its
+--   ticket (0 for none yet), ARGV[8] how long its place lasts, in ms,
+--   ARGV[9] the rejoin delay in ms (trust.lua, t_trust; "" or negative: 0)
+-- Replies:
+--   {1, counter}           granted; counter a decimal string
+--   {1, counter, pttl}     the token already holds it (a client-side retry
+--                          of a call that was applied): no new holder is
+--                          counted; pttl is what the lock has left, which
+--                          the caller counts its validity from
+--   {2, counter, pttl}     the lock was handed over to the caller's place
+--                          (its token is the place's, queue.lua q_member):
+--                          reported and left as it is
+--   {0, pttl}              another token holds it and the caller does not
+--                          queue (ARGV[6] "" or no queue keys)
+--   {0, pttl, ticket, ms}  refused with a queue: the lock is held (pttl),
+--                          or free (pttl 0) but an earlier waiter is next;
+--                          ticket is the caller's (0 when it does not
+--                          queue), ms what the head's place has left (0
+--                          when the caller is the head)
+--   {3, ms, why}           the node may not grant for ms (trust.lua; also
+--                          in place of the retried call's and the
+--                          hand-over's answers): why is no-marker,
+--                          identity, clock-back, "data state unknown: ..."
+--                          (INFO refused), or key-lost when the lock key is
+--                          missing while its counter records a live lease
+--                          (counter.lua, C5)
+--   error REPLICA ...      the node is a replica
+--   error WRONGTYPE ...    a key holds someone else's data
+--   error FENCEEXHAUSTED   the counter is at 2^63-1 (nothing is written)
+-- A free lock is granted only to the head of its live queue, or to anyone
+-- when the queue is empty.
 -- The counter is the decimal string Redis stores. Lua numbers are doubles,
 -- exact only up to 2^53, so the counter never passes through one: no
 -- arithmetic on it here, and INCR's reply (a Lua number) is not used.
 -- A fence counter that does not exist yet is created from the node's TIME
 -- in microseconds (counter.lua, C1), then incremented; a grant leaves it
 -- "V U" without a TTL, U the lease's end on the node's clock (C3).
--- A call with the token that holds the lock (a client-side retry) answers
--- {1, counter, pttl} without counting a new holder: pttl is what the lock
--- has left, which the caller counts its validity from. A lock that was
--- handed over to the caller's place (its token is the place's, queue.lua
--- q_member) is answered {2, counter, pttl} and left as it is.
 -- Every check that can fail runs before the first write, so an error never
 -- leaves a half-done acquisition behind, and someone else's data under the
--- same key names is never changed. A counter at 2^63-1, which INCR cannot
--- raise, is refused with FENCEEXHAUSTED. The first write of a grant is SET
+-- same key names is never changed. The first write of a grant is SET
 -- and of a refusal that queues ZADD, both refused by a node out of memory
 -- (Redis lets a script that has written once go on writing).
 local cur, lerr = l_get(KEYS[1])

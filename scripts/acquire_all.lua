@@ -2,25 +2,33 @@
 -- acquire_all: take several locks at once, all or none (Locker.AcquireAll;
 -- docs/design.md section 13). On one node it is the acquire step of each
 -- lock, applied atomically; a lock it cannot take makes it take none.
--- KEYS: four per lock, in the order every lock script takes them: lock,
--- fence, queue, queue expiries (the k-th lock's are KEYS[4k-3..4k]), then
--- optionally the node's marker key (trust.lua); they must share one Redis
--- Cluster slot (the caller groups them by slot)
--- ARGV[1] owner label, ARGV[2] lease TTL in milliseconds, ARGV[3] optional
--- floor (acquire.lua), ARGV[4] unused (was the seed step), ARGV[4+k] the
--- k-th lock's token, then ARGV[5+n] the rejoin delay in milliseconds
--- (trust.lua, t_trust; "" or negative: 0)
--- Returns {1, counter 1, pttl 1, counter 2, pttl 2, ...} when every lock
--- was granted: each counter the decimal string Redis stores, each pttl 0
--- for a new grant, or what the lock had left when its token already held
--- it (a client-side retry of a call that was applied; no new holder is
--- counted). Returns {0, pttl, k} when the k-th lock is held by another
--- token, and {0, 0, k, ms} when it is free but a waiter of its queue is
--- next (ms: what that waiter's place has left): nothing is written then.
--- A node that may have lost data (trust.lua) refuses with {3, ms, why},
--- also when every lock is already the caller's (a retried call), and with
--- {3, ms, 'key-lost'} when a free lock's counter records a live lease
--- (counter.lua, C5). A replica answers an error "REPLICA ...".
+-- Helpers: lock.lua, counter.lua, trust.lua, queue.lua.
+-- KEYS[4k-3..4k] the k-th lock's four keys, in the order every lock script
+--   takes them: lock P{R}, fence counter P{R}:fence, wait queue tickets
+--   P{R}:queue and expiries P{R}:queue:exp (queue.lua); then KEYS[4n+1]
+--   (optional) the node's marker key (trust.lua). All share one Redis
+--   Cluster slot (the caller groups them by slot)
+-- ARGV[1] owner label, ARGV[2] lease TTL in ms, ARGV[3] floor of the
+--   counters ("" for none, acquire.lua), ARGV[4] unused (was the seed
+--   step), ARGV[4+k] the k-th lock's token, ARGV[5+n] the rejoin delay in
+--   ms (trust.lua, t_trust; "" or negative: 0), n the number of locks
+-- Replies:
+--   {1, counter 1, pttl 1, counter 2, pttl 2, ...}
+--                          every lock granted: each counter a decimal
+--                          string, each pttl 0 for a new grant, or what the
+--                          lock had left when its token already held it (a
+--                          client-side retry of a call that was applied; no
+--                          new holder is counted)
+--   {0, pttl, k}           the k-th lock is held by another token
+--   {0, 0, k, ms}          the k-th lock is free but a waiter of its queue
+--                          is next (ms: what that waiter's place has left)
+--   {3, ms, why}           the node may not grant for ms (trust.lua), also
+--                          when every lock is already the caller's (a
+--                          retried call); why key-lost when a free lock's
+--                          counter records a live lease (counter.lua, C5)
+--   error REPLICA ...      the node is a replica
+--   error WRONGTYPE ...    a key holds someone else's data
+--   error FENCEEXHAUSTED   a free lock's counter is at 2^63-1
 -- Every check runs before the first write (as in acquire.lua): an error
 -- or a refusal writes nothing, and the first write is a SET.
 local n = (#KEYS - #KEYS % 4) / 4

@@ -149,3 +149,54 @@ func TestScriptsDefineWhatTheyUseAndUseWhatTheyDefine(t *testing.T) {
 		t.Logf("%-13s %4d lines, %2d helpers", s.name, strings.Count(src, "\n"), len(defined))
 	}
 }
+
+// TestScriptHeaders: every script's own file opens with one comment block
+// that states its KEYS, its ARGV and its replies, and names on a
+// "Helpers:" line exactly the helper files whose units the script takes.
+func TestScriptHeaders(t *testing.T) {
+	files := map[string]string{
+		"acquire": acquireSrc, "fence": fenceSrc, "renew": renewSrc, "release": releaseSrc,
+		"leave": leaveSrc, "rehold": reholdSrc, "inspect": inspectSrc, "fenced_write": fencedWriteSrc,
+		"acquire_all": acquireAllSrc, "rw_write": rwWriteSrc, "rw_read": rwReadSrc,
+		"rw_withdraw": rwWithdrawSrc, "rw_inspect": rwInspectSrc,
+	}
+	helpersLine := regexp.MustCompile(`Helpers:\s*((?:none|[a-z_]+\.lua(?:,\s*[a-z_]+\.lua)*))\.`)
+	for _, s := range All {
+		src, ok := files[s.name]
+		if !ok {
+			t.Errorf("%s: no source file in this test's list", s.name)
+			continue
+		}
+		var header []string
+		for _, l := range strings.Split(src, "\n") {
+			if !strings.HasPrefix(l, "--") {
+				break
+			}
+			header = append(header, strings.TrimSpace(strings.TrimPrefix(l, "--")))
+		}
+		text := strings.Join(header, "\n")
+		for _, want := range []string{"\nKEYS", "\nARGV", "\nRepl"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: its header has no line starting %q", s.name, strings.TrimSpace(want))
+			}
+		}
+		m := helpersLine.FindStringSubmatch(strings.Join(header, " "))
+		if m == nil {
+			t.Errorf("%s: its header names no helper files (\"Helpers: a.lua, b.lua.\" or \"Helpers: none.\")", s.name)
+			continue
+		}
+		var taken []string
+		for _, u := range helpers {
+			if strings.Contains(s.src, u.text) && (len(taken) == 0 || taken[len(taken)-1] != u.file) {
+				taken = append(taken, u.file)
+			}
+		}
+		named := "none"
+		if len(taken) > 0 {
+			named = strings.Join(taken, ", ")
+		}
+		if got := regexp.MustCompile(`\s+`).ReplaceAllString(m[1], " "); got != named {
+			t.Errorf("%s: its header says Helpers: %s; it takes units of %s", s.name, got, named)
+		}
+	}
+}

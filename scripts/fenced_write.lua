@@ -2,9 +2,15 @@
 -- fenced_write: the protected resource's side of fencing. Write the value only
 -- when the caller's fencing token is not below the highest token this key has
 -- seen, and remember the token. The check and the write are one step.
--- KEYS[1] value key, KEYS[2] fence key
--- ARGV[1] fencing token (decimal), ARGV[2] value
--- Returns {1, token} when written, {0, highest token seen} when stale.
+-- Helpers: counter.lua.
+-- KEYS[1] the value key, KEYS[2] its fence key (the highest token seen, a
+--   decimal)
+-- ARGV[1] fencing token (a canonical decimal), ARGV[2] value
+-- Replies:
+--   {1, token}             written (equal tokens are accepted)
+--   {0, highest}           stale: the token is below the highest seen, which
+--                          is answered; nothing is written
+--   error WRONGTYPE ...    the fence key holds something else
 local cur = redis.call('GET', KEYS[2])
 if cur and not c_decimal(cur) then
   return redis.error_reply('WRONGTYPE fence key ' .. KEYS[2] .. ' does not hold a fencing token')

@@ -1,12 +1,14 @@
 -- model: inspect
--- inspect: read one resource's state without changing it.
--- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] (optional) the
--- lock's wait queue: tickets and their expiry times (queue.lua, included
--- above)
--- Returns {type of the lock key, its value or false, its PTTL, fence counter
--- or false, the number of live places in the wait queue}. The counter is
--- its value V alone, without the live lease's end a counter "V U" records
--- (counter.lua).
+-- inspect: read one resource's state without changing it. Helpers:
+-- queue.lua.
+-- KEYS[1] the lock key P{R}, KEYS[2] the fence counter P{R}:fence, KEYS[3]
+--   and KEYS[4] (optional) the lock's wait queue: tickets P{R}:queue and
+--   their expiry times P{R}:queue:exp (only the expiries are read)
+-- ARGV: none
+-- Reply: {type of the lock key (as TYPE answers), its value or false, its
+--   PTTL, fence counter or false, the number of live places in the wait
+--   queue (0 without KEYS[4])}. The counter is its value V alone, without
+--   the live lease's end a counter "V U" records (counter.lua).
 -- key_type is the type of key k, as TYPE answers it (a status reply,
 -- which Redis hands to Lua as a table).
 local function key_type(k)

@@ -5,12 +5,16 @@
 -- waiter was the head of a free lock, or gave the lock up, the new head is
 -- announced on the release channel, so that it tries at once (no hand-over
 -- here: this script has written before, and a node out of memory must
--- refuse a grant's first write).
--- KEYS[1] lock key, KEYS[2] fence key (a lock given up ends its lease:
--- counter.lua, c_end), KEYS[3] and KEYS[4] the lock's wait queue
+-- refuse a grant's first write). Helpers: lock.lua, counter.lua,
+-- queue.lua.
+-- KEYS[1] the lock key P{R}, KEYS[2] the fence counter P{R}:fence (a lock
+--   given up ends its lease: counter.lua, c_end), KEYS[3] and KEYS[4] the
+--   lock's wait queue, tickets P{R}:queue and expiries P{R}:queue:exp
 -- ARGV[1] the waiter's place (its id, or the member of q_member), ARGV[2]
--- release channel, ARGV[3] the announcement's id, ARGV[4] "give" or empty
--- Returns 1 when the waiter was queued here or held the lock, else 0.
+--   release channel, ARGV[3] the announcement's id, ARGV[4] "give" or ""
+-- Replies:
+--   1                      the waiter was queued here or held the lock
+--   0                      neither: nothing is changed
 local _, _, _, value = q_member(ARGV[1])
 local held = false
 if value and ARGV[4] == 'give' then

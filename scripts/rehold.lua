@@ -6,15 +6,20 @@
 -- together (docs/design.md section 11.2). Never re-creates an expired lock
 -- and never touches a lock held by another token. It answers "granted", so
 -- the node must be trusted (trust.lua) when the marker key is given.
--- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) the node's
--- marker key (trust.lua)
+-- Helpers: lock.lua, counter.lua, trust.lua.
+-- KEYS[1] the lock key P{R}, KEYS[2] the fence counter P{R}:fence, KEYS[3]
+--   (optional) the node's marker key (trust.lua)
 -- ARGV[1] the token that holds the lock, ARGV[2] the new value "<token>
--- <owner>", ARGV[3] TTL in milliseconds, ARGV[4] unused (was the seed
--- step), ARGV[5] the rejoin delay in milliseconds (trust.lua, t_trust)
--- Returns {1, counter} when done, {0} when ARGV[1] does not hold the lock,
--- {3, ms, why} when the node may not grant (trust.lua); a replica answers
--- an error "REPLICA ...". The lease's end goes to the counter (counter.lua,
--- C3).
+--   <owner>", ARGV[3] TTL in ms, ARGV[4] unused (was the seed step),
+--   ARGV[5] the rejoin delay in ms (trust.lua, t_trust)
+-- Replies:
+--   {1, counter}           done; counter a decimal string. The lease's end
+--                          goes to the counter (counter.lua, C3)
+--   {0}                    ARGV[1] does not hold the lock: nothing is changed
+--   {3, ms, why}           the node may not grant for ms (trust.lua; only
+--                          with KEYS[3])
+--   error REPLICA ...      the node is a replica
+--   error WRONGTYPE ...    a key holds someone else's data
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then

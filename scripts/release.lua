@@ -1,31 +1,42 @@
 -- model: release
 -- release: give up the caller's own lock and, when asked, tell waiters it
 -- is free or hand it over to the head of its wait queue. Never touches a
--- lock held by another token.
--- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] and KEYS[4] the lock's wait
--- queue (queue.lua); without KEYS[3] the lock has no queue; KEYS[5] the
--- node's marker key (trust.lua)
+-- lock held by another token. Helpers: lock.lua, counter.lua, trust.lua,
+-- queue.lua.
+-- KEYS[1] the lock key P{R}, KEYS[2] the fence counter P{R}:fence,
+--   KEYS[3] and KEYS[4] (optional: without KEYS[3] the lock has no queue)
+--   the lock's wait queue, tickets P{R}:queue and expiries P{R}:queue:exp
+--   (queue.lua), KEYS[5] (optional) the node's marker key (trust.lua); a
+--   reader of a read-write lock declares its readers index last (after
+--   KEYS[4], or KEYS[5] when a marker is given)
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
--- release id waiters count it by), or "" for none; ARGV[4] the rejoin
--- delay in milliseconds for a hand-over (negative: 0, trust.lua; "" or
--- absent: no hand-over; a node that may not grant, or a replica, hands
--- nothing over), ARGV[5] unused (was the seed step); ARGV[6] the caller's
--- own place in the wait queue ("" or absent: none), removed, and whose
--- token's lock (one handed over to the place) is released as the caller's
--- own.
+--   release id waiters count it by), or "" for none; ARGV[4] the rejoin
+--   delay in ms for a hand-over (negative: 0, trust.lua; "" or absent: no
+--   hand-over; a node that may not grant, or a replica, hands nothing
+--   over), ARGV[5] unused (was the seed step); ARGV[6] the caller's own
+--   place in the wait queue ("" or absent: none), removed, and whose
+--   token's lock (one handed over to the place) is released as the
+--   caller's own
+-- Replies:
+--   0                      the caller does not hold the lock here (its own
+--                          place, if named, is removed)
+--   1                      released, no announcement (ARGV[3] "")
+--   1 + heard              released and announced; heard is how many
+--                          subscribers heard it
+--   {1 + heard, head}      released, and the announcement named the head
+--                          of the live queue
+--   {1 + heard, head, counter}
+--                          handed over to the head, counted as a new
+--                          holder with counter (a decimal string)
+--   error WRONGTYPE ...    the lock key holds someone else's data
 -- A lock it deletes ends its lease (counter.lua, c_end): the counter goes
 -- back to "V" for c_life, or a reader of a read-write lock leaves its
--- readers index, which the reader declares as its last key (after
--- KEYS[4], or KEYS[5] when a marker is given).
+-- readers index.
 -- When the lock has a live queue, the announcement names its head after a
 -- space: only that waiter need try. When the head left what the lock is
 -- set to, the lock is handed over to it instead of deleted (q_give), and
 -- the announcement (q_announce) also says the fence counter that counted
 -- it, on the channel the head named.
--- Returns 0 when the caller does not hold the lock here; otherwise 1 plus
--- the number of subscribers that heard the announcement, and when the
--- announcement named a head, {that number, the head} or, when the lock
--- was handed over to it, {that number, the head, the counter}.
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local mine = l_holds(v, ARGV[1])

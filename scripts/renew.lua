@@ -2,24 +2,30 @@
 -- renew: extend the caller's own lock, and the record of its lease's end
 -- (counter.lua, C3). Never re-creates an expired lock and never touches a
 -- lock held by another token, nor a key that holds someone else's data.
--- KEYS[1] lock key, KEYS[2] (optional) fence key, KEYS[3] (optional) the
--- node's marker key (trust.lua, T4): where it is missing the lock is not
--- extended (it stands on data that its db's marker does not vouch for: a
--- db swapped back, whose marker a new one deleted), unless the server is a
--- stand-in that keeps no marker (trust.lua, t_identity)
--- ARGV[1] token, ARGV[2] lease TTL in milliseconds, ARGV[3] unused (was
--- the seed step)
+-- Helpers: lock.lua, counter.lua, trust.lua.
+-- KEYS[1] the lock key P{R} (or a read-write lock's reader key
+--   W:reader:<token>), KEYS[2] (optional) its fence counter (P{R}:fence,
+--   W:fence), KEYS[3] (optional) the node's marker key (trust.lua, T4):
+--   where it is missing the lock is not extended (it stands on data that
+--   its db's marker does not vouch for: a db swapped back, whose marker a
+--   new one deleted), unless the server is a stand-in that keeps no marker
+--   (trust.lua, t_identity); a reader declares its readers index W:readers
+--   last (after the marker, or in its place when the caller names no
+--   marker: KEYS[3] is the marker unless it is the reader's readers index)
+-- ARGV[1] token, ARGV[2] lease TTL in ms, ARGV[3] unused (was the seed
+--   step)
+-- Replies:
+--   1                      extended
+--   0                      the caller does not hold the lock here, or its
+--                          db's marker is missing: nothing is changed
+--   error ERR ...          a reader whose readers index is not in KEYS:
+--                          its lock is not extended
+--   error WRONGTYPE ...    the lock key holds someone else's data
 -- The lease's end (the node's clock plus the TTL) goes to the counter as
 -- "V U", without a TTL (a counter lost while the lock stood is counted
 -- again from the clock); for a reader of a read-write lock (KEYS[1]
 -- "W:reader:<token>", KEYS[2] "W:fence") it goes to the reader's score in
 -- the readers index W:readers instead (rw.lua), in milliseconds.
--- A reader's lease declares its readers index as the last key (after the
--- marker, or in its place when the caller names no marker: KEYS[3] is the
--- marker unless it is the reader's readers index); a reader whose index
--- is not declared is an error, and its lock is not extended.
--- Returns 1 when extended, 0 when the caller does not hold the lock here
--- (or its db's marker is missing).
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then

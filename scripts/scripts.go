@@ -143,71 +143,89 @@ var (
 
 var (
 	// Acquire sets the lock if it is free (and the caller is the head of
-	// its wait queue, if it has one) and increments the fence counter:
-	// KEYS = lock, fence, queue, queue expiries, marker; ARGV = token,
-	// owner, ttl ms, floor, unused, waiter id, ticket, ticket ttl ms,
-	// rejoin delay ms (trust.lua).
-	// Replies {1, counter} when granted, the counter as a decimal string
-	// (exact beyond 2^53, unlike a Lua number), {1, counter, pttl} when
-	// the token already held it, {2, counter, pttl} when the caller's
-	// place did (a hand-over), {0, pttl} when held by another, {0, pttl,
-	// ticket, head's ms left} when the lock has a queue, {3, ms, why} when
-	// the node may have lost data (or the lock key was lost) and sits out
-	// for ms, a REPLICA error on a replica, and a FENCEEXHAUSTED error,
-	// with nothing written, when the counter is at 2^63-1.
+	// its wait queue, if it has one) and counts a new holder on the fence
+	// counter (acquire.lua): KEYS = lock, fence, (optional) queue and
+	// queue expiries, (optional) marker; ARGV = token, owner, ttl ms,
+	// floor, unused, the caller's place ("" for none), ticket, place ttl
+	// ms, rejoin delay ms (trust.lua). Replies {1, counter} when granted,
+	// the counter as a decimal string (exact beyond 2^53, unlike a Lua
+	// number), {1, counter, pttl} when the token already held it (a
+	// retried call), {2, counter, pttl} when the caller's place did (a
+	// hand-over), {0, pttl} when another token holds it and the caller
+	// does not queue, {0, pttl, ticket, head's ms left} when refused with
+	// a queue (pttl 0: free, but an earlier waiter is next), {3, ms, why}
+	// when the node may have lost data (or the lock key was lost) and sits
+	// out for ms; errors REPLICA on a replica, WRONGTYPE when a key holds
+	// someone else's data, and FENCEEXHAUSTED, with nothing written, when
+	// the counter is at 2^63-1.
 	Acquire = newScript("acquire", acquireSrc)
-	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the lock:
-	// KEYS = lock, fence, (optional) marker, whose high-water it raises to
-	// the counter; ARGV = token, counter, unused. Replies 1 when
-	// the caller holds the lock, else 0.
+	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the
+	// lock (fence.lua): KEYS = lock (or a read-write lock's reader key),
+	// fence, (optional) marker, whose high-water it raises to the counter;
+	// ARGV = token, counter, unused. Replies 1 when the caller holds the
+	// lock (the counter is now at least ARGV[2]), else 0 with nothing
+	// changed; a WRONGTYPE error when a key holds someone else's data.
 	Fence = newScript("fence", fenceSrc)
 	// Renew extends the caller's own lock and the end of its lease that
-	// its fence counter (or a reader's readers index) records: KEYS =
-	// lock, fence, (optional) marker; ARGV = token, ttl ms, unused.
-	// Replies 1 when extended, 0 when not held by the token (or, on a
-	// server that keeps markers, when the marker given is missing).
+	// its fence counter (or a reader's readers index) records (renew.lua):
+	// KEYS = lock, (optional) fence, (optional) marker, and a reader's
+	// readers index last; ARGV = token, ttl ms, unused. Replies 1 when
+	// extended, 0 when not held by the token (or, on a server that keeps
+	// markers, when the marker given is missing); an ERR error for a
+	// reader whose readers index is not in KEYS, a WRONGTYPE error when
+	// the lock key holds someone else's data.
 	Renew = newScript("renew", renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
-	// of its wait queue) and, if ARGV[3] is not empty, announces it: KEYS =
-	// lock, fence, queue, queue expiries, marker; ARGV = token, channel,
-	// announcement, rejoin delay ms for a hand-over ("" for none), unused,
-	// the caller's own place. Replies 0 when not held, else 1 + the
-	// subscribers reached, {1 + the subscribers reached, head} when it named
-	// the head of the wait queue, or {…, head, counter} when it handed the
-	// lock over to the head.
+	// of its wait queue) and, if ARGV[3] is not empty, announces it
+	// (release.lua): KEYS = lock, fence, (optional) queue and queue
+	// expiries, (optional) marker, and a reader's readers index last;
+	// ARGV = token, channel, announcement, rejoin delay ms for a hand-over
+	// ("" for none), unused, the caller's own place. Replies 0 when not
+	// held, 1 when released without an announcement, 1 + the subscribers
+	// reached when announced, {1 + the subscribers reached, head} when it
+	// named the head of the wait queue, {…, head, counter} when it handed
+	// the lock over to the head; a WRONGTYPE error when the lock key holds
+	// someone else's data.
 	Release = newScript("release", releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
-	// if the waiter was the head of a free lock or gave the lock up: KEYS =
-	// lock, fence, queue, queue expiries; ARGV = waiter's place, channel,
-	// announcement id, "give" to give up a lock handed over to the place.
-	// Replies 1 when the waiter was queued or held the lock, else 0.
+	// if the waiter was the head of a free lock or gave the lock up
+	// (leave.lua): KEYS = lock, fence, queue, queue expiries; ARGV =
+	// waiter's place, channel, announcement id, "give" to give up a lock
+	// handed over to the place. Replies 1 when the waiter was queued or
+	// held the lock, else 0.
 	Leave = newScript("leave", leaveSrc)
-	// Rehold sets the caller's own lock to a new value for a new TTL: KEYS
-	// = lock, fence, marker (optional); ARGV = holding token, new value,
-	// ttl ms, unused, rejoin delay ms. Replies {1, counter} when done, {0}
-	// when the token does not hold the lock, {3, ms, why} when the node
-	// may not grant, a REPLICA error on a replica.
+	// Rehold sets the caller's own lock to a new value for a new TTL
+	// (rehold.lua): KEYS = lock, fence, (optional) marker; ARGV = holding
+	// token, new value, ttl ms, unused, rejoin delay ms. Replies {1,
+	// counter} when done, {0} when the token does not hold the lock, {3,
+	// ms, why} when the node may not grant (with a marker key only); a
+	// REPLICA error on a replica, a WRONGTYPE error when a key holds
+	// someone else's data.
 	Rehold = newScript("rehold", reholdSrc)
-	// Inspect reads a resource without changing it: KEYS = lock, fence,
-	// and optionally the wait queue (tickets, expiries). Replies {lock key
-	// type, value or nil, pttl, fence counter (V alone) or nil, live places
-	// in the queue}.
+	// Inspect reads a resource without changing it (inspect.lua): KEYS =
+	// lock, fence, and optionally the wait queue (tickets, expiries); no
+	// ARGV. Replies {lock key type, value or false, pttl, fence counter (V
+	// alone) or false, live places in the queue (0 without its keys)}.
 	Inspect = newScript("inspect", inspectSrc)
-	// FencedWrite writes a value only for a fencing token not below the key's
-	// fence: KEYS = value, fence; ARGV = token, value.
-	// Replies {1, token} when written, {0, highest token seen} when stale.
+	// FencedWrite writes a value only for a fencing token not below the
+	// key's fence (fenced_write.lua): KEYS = value, fence; ARGV = token,
+	// value. Replies {1, token} when written, {0, highest token seen} when
+	// stale; a WRONGTYPE error when the fence key holds something else.
 	FencedWrite = newScript("fenced_write", fencedWriteSrc)
 )
 
 var (
-	// AcquireAll takes several locks on one node, all or none: KEYS = four
-	// per lock (lock, fence, queue, queue expiries), then the marker, all
-	// in one Redis Cluster slot; ARGV = owner, ttl ms, floor, unused, one
-	// token per lock, then the rejoin delay ms. Replies {1, counter, pttl,
-	// counter, pttl, ...} (pttl 0 for a
-	// new grant, what the lock had left for a retry), {0, pttl, k} when the
-	// k-th lock is held, {0, 0, k, ms} when a waiter is next for it, {3,
-	// ms, why} when the node sits out after a loss of data.
+	// AcquireAll takes several locks on one node, all or none
+	// (acquire_all.lua): KEYS = four per lock (lock, fence, queue, queue
+	// expiries), then (optional) the marker, all in one Redis Cluster slot;
+	// ARGV = owner, ttl ms, floor, unused, one token per lock, then the
+	// rejoin delay ms. Replies {1, counter, pttl, counter, pttl, ...} (pttl
+	// 0 for a new grant, what the lock had left for a retry), {0, pttl, k}
+	// when the k-th lock is held, {0, 0, k, ms} when a waiter is next for
+	// it, {3, ms, why} when the node sits out after a loss of data (a
+	// retried call too) or a free lock's key was lost; errors REPLICA on a
+	// replica, WRONGTYPE when a key holds someone else's data, and
+	// FENCEEXHAUSTED when a free lock's counter is at 2^63-1.
 	AcquireAll = newScript("acquire_all", acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
