@@ -250,9 +250,12 @@ type env struct {
 	holdingLong [clients]atomic.Int64
 	strikes     atomic.Int64
 	failedOver  atomic.Bool
-	// semGranted closes at the run's first semaphore lease (semOnce).
+	// semGranted closes at the run's first semaphore lease (semOnce);
+	// wrote at the run's first accepted write (wroteOnce).
 	semGranted chan struct{}
 	semOnce    sync.Once
+	wrote      chan struct{}
+	wroteOnce  sync.Once
 
 	net     *netTopo     // sc.netns
 	proxies []*proxy     // sc.proxied, per node
@@ -290,7 +293,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	if duration < sc.minDuration {
 		duration = sc.minDuration
 	}
-	e := &env{t: t, sc: sc, semGranted: make(chan struct{})}
+	e := &env{t: t, sc: sc, semGranted: make(chan struct{}), wrote: make(chan struct{})}
 	for range clients {
 		lo, hi := 300, 800
 		if sc.leaseMs[1] > 0 {
@@ -320,7 +323,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 	<-nemesisDone
 	clientsDone.Wait()
 	if d := <-extended; d > 0 {
-		t.Logf("the run went on %v past its %v: no semaphore lease had been granted yet (a loaded machine)", d.Round(time.Millisecond), duration)
+		t.Logf("the run went on %v past its %v: no semaphore lease had been granted or no write accepted yet (a loaded machine)", d.Round(time.Millisecond), duration)
 	}
 	e.healAll()
 	e.finalRead()
@@ -349,7 +352,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, duration time.Duration)
 		t.Errorf("%d violations of the resource side's guarantees", n)
 	}
 	if rep.Accepted == 0 {
-		t.Errorf("no write was accepted: the run tested nothing")
+		t.Errorf("no write was accepted, even %v past the run's %v: the run tested nothing", workloadGrace(duration), duration)
 	}
 	if sc.stallers > 0 && rep.Stalls == 0 {
 		t.Errorf("no client stalled: the run did not test fencing")
@@ -382,9 +385,9 @@ func workloadGrace(duration time.Duration) time.Duration {
 	return max(duration, 20*time.Second)
 }
 
-// endRun ends the run (cancel) once duration has passed and a semaphore
-// lease has been granted, or workloadGrace(duration) after duration if
-// none has: on a loaded machine the clients' first grants can come late
+// endRun ends the run (cancel) once duration has passed, a semaphore
+// lease has been granted and a fenced write accepted, or
+// workloadGrace(duration) after duration if they have not: on a loaded machine the clients' first grants can come late
 // (servers just started sit out their rejoin delay, every call is slow),
 // and a run that tested nothing because of load must go on rather than
 // fail, while a semaphore that grants nothing within the bound still fails
@@ -403,18 +406,24 @@ func (e *env) endRun(ctx context.Context, cancel context.CancelFunc, duration ti
 			return
 		}
 		start := time.Now()
-		select {
-		case <-e.semGranted:
+		if done(e.semGranted) && done(e.wrote) {
 			extended <- 0
 			return
-		default:
 		}
+		// The workload has not run yet (a loaded machine, or faults that
+		// kept every lock refused so far): go on until it has, bounded.
 		bound := time.NewTimer(workloadGrace(duration))
 		defer bound.Stop()
-		select {
-		case <-e.semGranted:
-		case <-bound.C:
-		case <-ctx.Done():
+		for _, ran := range []chan struct{}{e.semGranted, e.wrote} {
+			select {
+			case <-ran:
+			case <-bound.C:
+				extended <- time.Since(start)
+				return
+			case <-ctx.Done():
+				extended <- time.Since(start)
+				return
+			}
 		}
 		extended <- time.Since(start)
 	}()
@@ -833,6 +842,7 @@ func (e *env) write(store *redisfence.Store, client, lease int, token fencing.To
 	switch {
 	case err == nil:
 		op.Outcome = chaos.Accepted
+		e.wroteOnce.Do(func() { close(e.wrote) })
 	case errors.As(err, &stale):
 		op.Outcome, op.Highest = chaos.Stale, stale.Highest
 	default:
@@ -921,4 +931,14 @@ func (n *gatedNode) Eval(ctx context.Context, s *scripts.Script, keys []string, 
 		return nil, err
 	}
 	return n.Node.Eval(ctx, s, keys, args...)
+}
+
+// done reports whether ch is closed.
+func done(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
