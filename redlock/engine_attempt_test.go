@@ -42,12 +42,15 @@ func TestEngineCleanup(t *testing.T) {
 	_, err := l.TryAcquire(context.Background(), "r")
 	var ae *AcquireError
 	require.True(t, errors.As(err, &ae))
-	require.Equal(t, 1, ae.Granted)
+	// The attempt may decide as soon as a majority is out of reach (one
+	// refusal and one lost answer of three): node 0's grant is then a late
+	// one, counted or not, and released by the late calls' clean-up.
+	require.LessOrEqual(t, ae.Granted, 1)
 	require.Len(t, ae.Refused, 1)
 	require.Len(t, ae.NodeErrors, 1)
-	require.Len(t, nodes[0].scriptCalls("release"), 1, "granted: released")
+	require.Eventually(t, func() bool { return len(nodes[0].scriptCalls("release")) == 1 }, 10*time.Second, time.Millisecond, "granted: released")
+	require.Eventually(t, func() bool { return len(nodes[2].scriptCalls("release")) == 1 }, 10*time.Second, time.Millisecond, "unknown outcome: released")
 	require.Empty(t, nodes[1].scriptCalls("release"), "refused: nothing of ours there")
-	require.Len(t, nodes[2].scriptCalls("release"), 1, "unknown outcome: released")
 	for _, c := range nodes[0].scriptCalls("release") {
 		require.Equal(t, "", c.args[5], "a clean-up names no place")
 		require.Equal(t, "", c.args[3], "and hands nothing over")
