@@ -1,6 +1,7 @@
 package testutil_test
 
 import (
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,4 +40,15 @@ func TestLockerACLAllowsEveryScriptCommand(t *testing.T) {
 			require.True(t, used[r[1:]], "LockerACL allows %s, which no script calls", r)
 		}
 	}
+}
+
+// TestSecurityDocGivesLockerACL: docs/security.md's ACL SETUSER line for
+// the Locker's user is LockerACL's rules, so the documented user runs
+// every script.
+func TestSecurityDocGivesLockerACL(t *testing.T) {
+	doc, err := os.ReadFile("../docs/security.md")
+	require.NoError(t, err)
+	acl := testutil.LockerACL("redlock:")
+	want := "ACL SETUSER redlock " + acl[0] + " on >CHANGE-ME " + strings.Join(acl[1:], " ")
+	require.Contains(t, string(doc), want+"\n")
 }
