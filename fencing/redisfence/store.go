@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"strings"
 
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
