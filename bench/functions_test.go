@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -165,4 +168,113 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkFunctionScripts isolates the server's cost of one script call:
+// on one node, pipelines of 100 acquire calls on fresh names (the keys
+// and arguments a default Locker sends), then 100 releases of them, sent
+// as EVALSHA and as FCALL in alternate rounds. It reports, per
+// acquire+release pair of each, the server CPU (INFO cpu: the pipelines'
+// reading and writing included) and the scripts' own time (INFO
+// commandstats usec of EVALSHA or FCALL), as medians over b.N rounds, and
+// the ratio of the CPU.
+func BenchmarkFunctionScripts(b *testing.B) {
+	c := startServers(b, 1)
+	ctx := context.Background()
+	cl := c.Server(0).Client()
+	lib := scripts.Functions
+	if err := cl.FunctionLoad(ctx, lib.Source()).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+		b.Fatal(err)
+	}
+	for _, s := range []*scripts.Script{scripts.Acquire, scripts.Release} {
+		if err := cl.ScriptLoad(ctx, s.Source()).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := round.Add(1)
+	const batch = 100
+	run := func(byFcall bool, i int) (cpu, usec float64) {
+		keys := func(j int) []string {
+			k := fmt.Sprintf("redlock:{fs:%d:%d:%t:%d}", r, i, byFcall, j)
+			return []string{k, k + ":fence", k + ":queue", k + ":queue:exp", testutil.DefaultMarker}
+		}
+		call := func(p redis.Pipeliner, s *scripts.Script, keys []string, args ...any) {
+			if byFcall {
+				fn, _ := lib.Function(s)
+				p.FCall(ctx, fn, keys, args...)
+			} else {
+				p.EvalSha(ctx, s.Hash(), keys, args...)
+			}
+		}
+		cmd := "evalsha"
+		if byFcall {
+			cmd = "fcall"
+		}
+		usec0 := commandUsec(b, c, cmd)
+		cpu0 := serversCPU(b, c, 1)
+		for _, s := range []*scripts.Script{scripts.Acquire, scripts.Release} {
+			p := cl.Pipeline()
+			for j := range batch {
+				if s == scripts.Acquire {
+					call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "", "", "", 0, 0, 10000)
+				} else {
+					call(p, s, keys(j), "0123456789abcdef0123456789abcdef", keys(j)[0]+":released", "01234567", 10000, "", "")
+				}
+			}
+			cmds, err := p.Exec(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if v, ok := cmds[0].(*redis.Cmd).Val().([]any); s == scripts.Acquire && (!ok || v[0] != int64(1)) {
+				b.Fatalf("not granted: %v", cmds[0])
+			}
+		}
+		cpu = (serversCPU(b, c, 1) - cpu0).Seconds() * 1e6 / batch
+		usec = float64(commandUsec(b, c, cmd)-usec0) / batch
+		return cpu, usec
+	}
+	var fc, es, ratio, fu, eu []float64
+	b.ResetTimer()
+	for i := range b.N {
+		var f, e, fs, evs float64
+		if i%2 == 0 {
+			f, fs = run(true, i)
+			e, evs = run(false, i)
+		} else {
+			e, evs = run(false, i)
+			f, fs = run(true, i)
+		}
+		fc, es, ratio = append(fc, f), append(es, e), append(ratio, f/e)
+		fu, eu = append(fu, fs), append(eu, evs)
+	}
+	b.ReportMetric(median(fc), "fcall-srvcpu-us/pair")
+	b.ReportMetric(median(es), "evalsha-srvcpu-us/pair")
+	b.ReportMetric(median(ratio), "srvcpu-fcall/evalsha")
+	b.ReportMetric(median(fu), "fcall-usec/pair")
+	b.ReportMetric(median(eu), "evalsha-usec/pair")
+}
+
+// commandUsec is INFO commandstats' usec of command cmd on c's first
+// server: the time spent running it (a script's nested calls included).
+func commandUsec(b *testing.B, c *testutil.RedisCluster, cmd string) int64 {
+	info, err := c.Server(0).Do(context.Background(), "INFO", "commandstats").Text()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	return 0
 }
