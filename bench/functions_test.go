@@ -192,47 +192,7 @@ func BenchmarkFunctionScripts(b *testing.B) {
 		}
 	}
 	r := round.Add(1)
-	const batch = 100
-	run := func(byFcall bool, i int) (cpu, usec float64) {
-		keys := func(j int) []string {
-			k := fmt.Sprintf("redlock:{fs:%d:%d:%t:%d}", r, i, byFcall, j)
-			return []string{k, k + ":fence", k + ":queue", k + ":queue:exp", testutil.DefaultMarker}
-		}
-		call := func(p redis.Pipeliner, s *scripts.Script, keys []string, args ...any) {
-			if byFcall {
-				fn, _ := lib.Function(s)
-				p.FCall(ctx, fn, keys, args...)
-			} else {
-				p.EvalSha(ctx, s.Hash(), keys, args...)
-			}
-		}
-		cmd := "evalsha"
-		if byFcall {
-			cmd = "fcall"
-		}
-		usec0 := commandUsec(b, c, cmd)
-		cpu0 := serversCPU(b, c, 1)
-		for _, s := range []*scripts.Script{scripts.Acquire, scripts.Release} {
-			p := cl.Pipeline()
-			for j := range batch {
-				if s == scripts.Acquire {
-					call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "", "", "", 0, 0, 10000)
-				} else {
-					call(p, s, keys(j), "0123456789abcdef0123456789abcdef", keys(j)[0]+":released", "01234567", 10000, "", "")
-				}
-			}
-			cmds, err := p.Exec(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if v, ok := cmds[0].(*redis.Cmd).Val().([]any); s == scripts.Acquire && (!ok || v[0] != int64(1)) {
-				b.Fatalf("not granted: %v", cmds[0])
-			}
-		}
-		cpu = (serversCPU(b, c, 1) - cpu0).Seconds() * 1e6 / batch
-		usec = float64(commandUsec(b, c, cmd)-usec0) / batch
-		return cpu, usec
-	}
+	run := func(byFcall bool, i int) (cpu, usec float64) { return scriptRound(b, c, cl, byFcall, r, i) }
 	var fc, es, ratio, fu, eu []float64
 	b.ResetTimer()
 	for i := range b.N {
@@ -277,4 +237,52 @@ func commandUsec(b *testing.B, c *testutil.RedisCluster, cmd string) int64 {
 		}
 	}
 	return 0
+}
+
+// scriptRound runs, on c's first server through cl, a pipeline of batch
+// acquires on fresh names (round r, step i) and one of their releases, by
+// FCALL or EVALSHA, and returns the server CPU and the script command's
+// usec per acquire+release pair.
+func scriptRound(b *testing.B, c *testutil.RedisCluster, cl *redis.Client, byFcall bool, r int64, i int) (cpu, usec float64) {
+	ctx := context.Background()
+	lib := scripts.Functions
+	const batch = 100
+	keys := func(j int) []string {
+		k := fmt.Sprintf("redlock:{fs:%d:%d:%t:%d}", r, i, byFcall, j)
+		return []string{k, k + ":fence", k + ":queue", k + ":queue:exp", testutil.DefaultMarker}
+	}
+	call := func(p redis.Pipeliner, s *scripts.Script, keys []string, args ...any) {
+		if byFcall {
+			fn, _ := lib.Function(s)
+			p.FCall(ctx, fn, keys, args...)
+		} else {
+			p.EvalSha(ctx, s.Hash(), keys, args...)
+		}
+	}
+	cmd := "evalsha"
+	if byFcall {
+		cmd = "fcall"
+	}
+	usec0 := commandUsec(b, c, cmd)
+	cpu0 := serversCPU(b, c, 1)
+	for _, s := range []*scripts.Script{scripts.Acquire, scripts.Release} {
+		p := cl.Pipeline()
+		for j := range batch {
+			if s == scripts.Acquire {
+				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "", "", "", 0, 0, 10000)
+			} else {
+				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", keys(j)[0]+":released", "01234567", 10000, "", "")
+			}
+		}
+		cmds, err := p.Exec(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v, ok := cmds[0].(*redis.Cmd).Val().([]any); s == scripts.Acquire && (!ok || v[0] != int64(1)) {
+			b.Fatalf("not granted: %v", cmds[0])
+		}
+	}
+	cpu = (serversCPU(b, c, 1) - cpu0).Seconds() * 1e6 / batch
+	usec = float64(commandUsec(b, c, cmd)-usec0) / batch
+	return cpu, usec
 }
