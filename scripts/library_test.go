@@ -30,6 +30,11 @@ func TestLibraryNamesEveryScript(t *testing.T) {
 		names[fn] = true
 	}
 	require.Len(t, names, len(scripts.All))
+	if scripts.CheckKeys(scripts.Acquire) == scripts.Acquire { // the build tag redlock_checkkeys
+		for _, s := range scripts.All {
+			require.Contains(t, lib.Source(), s.Source(), "%s: its whole source, the KEYS check in front", s.Name())
+		}
+	}
 	_, ok := lib.Function(scripts.New("incr", "return 1"))
 	require.False(t, ok)
 
