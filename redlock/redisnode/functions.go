@@ -36,10 +36,11 @@ import (
 //   - the server refused the FCALL before running it where EVAL would run
 //     the script and refuse only its first write (functionRefusal): the
 //     functions carry no flags, so a write function is refused up front on
-//     a read-only replica, out of memory, and so on. That call alone is
-//     sent again as EVALSHA, so that every script answers as it always
-//     did there (a replica's REPLICA error, a full node's refused grant, a
-//     release that needs no memory);
+//     a read-only replica, out of memory, and so on. That call is sent
+//     again as EVALSHA, so that every script answers as it always did
+//     there (a replica's REPLICA error, a full node's refused grant, a
+//     release that needs no memory), and so are the node's calls for
+//     loadPause (the node is likely to stay so);
 //   - the client is not a *redis.Client (a Cluster or Ring client: FUNCTION
 //     LOAD would reach one shard only), the script is not one of the
 //     library's (scripts.New), or the node was made WithoutFunctions.
@@ -50,7 +51,8 @@ import (
 // before the function runs.
 
 // loadPause is how long a node runs its scripts by EVALSHA after a
-// FUNCTION LOAD failed for a reason that may pass.
+// FUNCTION LOAD failed, or an FCALL was refused, for a reason that may
+// pass.
 const loadPause = time.Second
 
 // functions is a node's state of its use of the scripts' library.
@@ -142,7 +144,10 @@ func (f *functions) next(st stage, err, loadErr error) stage {
 		f.off.Store(true)
 		return stEvalSha
 	case functionRefusal(err):
+		// A replica or a full node stays so for a while: its next calls
+		// go by EVALSHA at once, one round trip each.
 		f.fallbacks.Add(1)
+		f.pause()
 		return stEvalSha
 	case notFound(err) && st == stFcall && !f.off.Load():
 		return stLoadFcall
@@ -159,8 +164,13 @@ func (f *functions) loaded(err error) {
 	case unavailable(err, "'function"):
 		f.off.Store(true)
 	default:
-		f.pausedUntil.Store((time.Since(f.epoch) + loadPause).Nanoseconds())
+		f.pause()
 	}
+}
+
+// pause sends the node's calls by EVALSHA for loadPause.
+func (f *functions) pause() {
+	f.pausedUntil.Store((time.Since(f.epoch) + loadPause).Nanoseconds())
 }
 
 // unavailable reports whether err says the server does not run the

@@ -119,7 +119,8 @@ func (n *Node) WithoutFunctions() *Node {
 // EVALSHA: false for a node made WithoutFunctions, one whose client is not
 // a *redis.Client, one whose server turned out not to have functions
 // (or not for this client: an ACL, a renamed command), and for a second
-// after its server failed to load the library.
+// after its server failed to load the library or refused an FCALL up
+// front (a read-only replica, out of memory: functions.go).
 func (n *Node) UsesFunctions() bool { return n.batch.fn.active() }
 
 // Eval implements redlock.Node: an FCALL of the script's function in the
