@@ -127,7 +127,8 @@ func TestFunctionsComeBackAfterAFlush(t *testing.T) {
 // the node, the scripts run by EVALSHA as before, for good, and no lock
 // fails because of it: on miniredis (no FCALL), on a server whose FCALL is
 // renamed away, for a user whose ACL refuses FCALL or FUNCTION, and for a
-// node made WithoutFunctions.
+// node made WithoutFunctions; with EVALSHA and EVAL renamed away instead,
+// the functions alone run the scripts.
 func TestFunctionsFallBackToEvalsha(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		m := miniredis.RunT(t)
@@ -165,6 +166,13 @@ func TestFunctionsFallBackToEvalsha(t *testing.T) {
 			require.LessOrEqual(t, calls["fcall"], 2, "FCALL is not tried again")
 		})
 	}
+	t.Run("EVALSHA and EVAL renamed", func(t *testing.T) {
+		// the other way round: functions alone run the scripts
+		s := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+		node := s.Node().(*redisnode.Node)
+		lockCycles(t, node, s, "f", 3)
+		require.True(t, node.UsesFunctions())
+	})
 	t.Run("WithoutFunctions", func(t *testing.T) {
 		s := testutil.StartRedisServer(t)
 		node := s.Node().(*redisnode.Node).WithoutFunctions()
