@@ -35,8 +35,8 @@ import (
 // calls whose deadline has not passed, and so does every retry (EVAL
 // after NOSCRIPT, FUNCTION LOAD and FCALL after "Function not found",
 // EVALSHA after an FCALL refused up front: functions.go): the others keep
-// their reply, a certain "did not run". A call that can grant (scripts.Grants, Rehold) and was
-// written may still run on the server after its caller's deadline: its
+// their reply, a certain "did not run". A call that can grant
+// (scripts.Grants, Rehold) and was written may still run on the server after its caller's deadline: its
 // connection is read on to its reply (for half as long again as the call
 // had, at most: replyBound), and its caller waits for that reply instead of
 // leaving at its deadline, so that the Locker's clean-up, which waits for
@@ -89,8 +89,8 @@ func newBatcher(client redis.UniversalClient) *batcher {
 	return &batcher{client: client, fn: newFunctions(client), room: make(chan struct{}, batchPending)}
 }
 
-// eval runs script on the node (FCALL or EVALSHA, functions.go), alone or in a pipeline with other calls, and returns by
-// ctx's end.
+// eval runs script on the node (FCALL or EVALSHA, functions.go), alone
+// or in a pipeline with other calls, and returns by ctx's end.
 func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []string, args []any) (any, error) {
 	select {
 	case b.room <- struct{}{}:

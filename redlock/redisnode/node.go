@@ -125,9 +125,9 @@ func (n *Node) UsesFunctions() bool { return n.batch.fn.active() }
 
 // Eval implements redlock.Node: an FCALL of the script's function in the
 // scripts' library where the server has Redis Functions (loading the
-// library when the server lacks it), else EVALSHA with the script's digest, then EVAL with
-// its source when the server's script cache lacks the script (functions.go). Concurrent
-// calls share round trips: while a few calls are in flight on the node, the
+// library when the server lacks it), else EVALSHA with the script's
+// digest, then EVAL with its source when the server's script cache lacks
+// the script (functions.go). Concurrent calls share round trips: while a few calls are in flight on the node, the
 // calls that arrive meanwhile go out together as one pipeline, each with
 // its own reply or error; a lone call goes out at once. Every call returns by its
 // context's end, queued or in a pipeline, and at most a bounded number of
