@@ -13,7 +13,11 @@ import (
 // fence key P{R}:fence and the release channel P{R}:released), and only
 // the commands the scripts and the client send:
 //
-//   - EVALSHA, and EVAL for when the server's script cache is empty;
+//   - FCALL and FUNCTION LOAD, with which a redisnode node runs the
+//     scripts as one function library on Redis 7 and later (without them
+//     it falls back to EVALSHA after one refused FCALL, which the ACL log
+//     records); EVALSHA, and EVAL for when the server's script cache is
+//     empty;
 //   - the commands the scripts call: GET, SET, INCR, TIME, PTTL, PEXPIRE,
 //     DEL, TYPE, PUBLISH, and for the wait queue EXISTS, ZADD, ZREM,
 //     ZRANGE, ZRANGEBYSCORE, ZSCORE;
@@ -33,7 +37,7 @@ func LockerACL(keyPrefix string) []string {
 		"~" + p + "*",
 		"&" + p + "*",
 		"-@all",
-		"+evalsha", "+eval",
+		"+fcall", "+function|load", "+evalsha", "+eval",
 		"+get", "+set", "+incr", "+time", "+pttl", "+pexpire", "+del", "+type", "+publish",
 		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
 		"+subscribe", "+unsubscribe", "+ping",
@@ -54,7 +58,7 @@ func StoreACL(prefix string) []string {
 		"reset",
 		"~" + aclGlob(prefix) + "*",
 		"-@all",
-		"+evalsha", "+eval",
+		"+fcall", "+function|load", "+evalsha", "+eval",
 		"+get", "+set", "+multi", "+exec",
 		"+ping",
 	}
