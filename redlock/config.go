@@ -107,7 +107,6 @@ type Config struct {
 	// Defaults to LeaseDuration (or twice NodeCallTimeout if that is longer); must be at least twice NodeCallTimeout and
 	// at most 24h; a negative value turns the queue off (waiters
 	// then race for a released lock, as with other Redlock clients).
-	// Applies to redisnode.Node (other Node implementations do not queue).
 	QueueTTL time.Duration
 	// DisableHandOver turns the hand-over off. By default a release hands
 	// the lock to the head of the wait queue inside the release script, so

@@ -25,7 +25,6 @@ func TestNewAppliesDefaults(t *testing.T) {
 	require.Equal(t, redlock.DefaultKeyPrefix, cfg.KeyPrefix)
 	require.NotNil(t, cfg.NewBackOff)
 	require.Contains(t, cfg.Owner, ":")
-	require.Equal(t, 2, l.Quorum())
 	require.Equal(t, "redlock:{orders}", l.Key("orders"))
 
 	long, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: time.Minute})

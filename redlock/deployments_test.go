@@ -210,7 +210,7 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 		got <- acquired{lease, time.Now(), err}
 	}()
 	old := groups[0].Primary()
-	realSubscribed(t, []*testutil.RedisServer{old, groups[1].Primary(), solo}, key, 1)
+	testutil.WaitSubscribed(t, []*testutil.RedisServer{old, groups[1].Primary(), solo}, key+":released", 1)
 	require.NoError(t, solo.Kill()) // now both groups' announcements are needed
 
 	failed := make(chan error, 1)

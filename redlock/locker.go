@@ -114,9 +114,6 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 // Config returns the Locker's configuration with defaults filled in.
 func (l *Locker) Config() Config { return l.cfg }
 
-// Quorum returns how many nodes must agree: N/2+1.
-func (l *Locker) Quorum() int { return l.quorum }
-
 // Key returns the lock key of resource on every node: KeyPrefix + "{" +
 // resource + "}". The fence counter is Key + ":fence" and the release
 // channel Key + ":released".

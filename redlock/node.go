@@ -66,18 +66,22 @@ type NodeBounded interface {
 	BoundedByContext() bool
 }
 
-// Uptime is what a node knows of its server's data (Node.Uptime).
+// Uptime is what a node knows of its server's data (Node.Uptime). The
+// Locker uses Sharded (where the markers live) and Uptime's error (a node
+// that may evict any key is not counted on); the other fields are
+// diagnostics (doctor, status). No safety rule rests on them: every script
+// that can grant judges the node's data itself, in band (docs/design.md
+// §6.2), so a Node that reports Uptime{} keeps every rule.
 type Uptime struct {
 	// Since is when the server (for a cluster: its latest started primary)
-	// started, on this process's clock; zero when the server does not say
-	// (a stand-in such as miniredis): the rejoin rule then does not apply.
+	// started, on this process's clock; zero when the node does not say (a
+	// stand-in such as miniredis, or a Node that does not read it).
 	Since time.Time
 	// BootMicros is the same instant in microseconds on the server's own
 	// clock; 0 when unknown.
 	BootMicros int64
 	// Durable reports appendonly yes with appendfsync always on every
-	// server: its data survives a restart and the rejoin rule does not
-	// apply.
+	// server (a restart still sits out the rejoin delay: design §6.2).
 	Durable bool
 	// Conns counts the connections the node has opened so far: a grant
 	// made while it changed may come from a server that restarted.
@@ -92,7 +96,7 @@ type Uptime struct {
 	Sharded bool
 	// MayEvict reports that a server of the node may evict keys
 	// (maxmemory with a policy other than noeviction, or a configuration
-	// it does not let us read): its scripts then count evictions as a loss.
+	// it does not let us read).
 	MayEvict bool
 }
 

@@ -117,34 +117,45 @@ func readReply(r *bufio.Reader) (any, error) {
 	case ':':
 		return strconv.ParseInt(body, 10, 64)
 	case '$':
-		size, err := strconv.Atoi(body)
-		if err != nil || size < 0 {
-			return nil, err // a nil bulk string: nil, nil
-		}
-		buf := make([]byte, size+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:size]), nil
+		return readBulk(r, body)
 	case '*':
-		count, err := strconv.Atoi(body)
-		if err != nil || count < 0 {
-			return nil, err
-		}
-		vals := make([]any, count)
-		for i := range vals {
-			v, err := readReply(r)
-			if _, reply := err.(respError); reply {
-				v, err = err, nil // an error inside an array is a value
-			}
-			if err != nil {
-				return nil, err
-			}
-			vals[i] = v
-		}
-		return vals, nil
+		return readArray(r, body)
 	}
 	return nil, fmt.Errorf("respNode: unknown reply %q", line)
+}
+
+// readBulk reads the body of a bulk string of the size the header gave.
+func readBulk(r *bufio.Reader, header string) (any, error) {
+	size, err := strconv.Atoi(header)
+	if err != nil || size < 0 {
+		return nil, err // a nil bulk string: nil, nil
+	}
+	buf := make([]byte, size+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return string(buf[:size]), nil
+}
+
+// readArray reads the elements of an array of the length the header gave;
+// an error reply inside it is a value.
+func readArray(r *bufio.Reader, header string) (any, error) {
+	count, err := strconv.Atoi(header)
+	if err != nil || count < 0 {
+		return nil, err
+	}
+	vals := make([]any, count)
+	for i := range vals {
+		v, err := readReply(r)
+		if _, reply := err.(respError); reply {
+			v, err = err, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		vals[i] = v
+	}
+	return vals, nil
 }
 
 func (n respNode) Uptime(context.Context) (redlock.Uptime, error) { return redlock.Uptime{}, nil }

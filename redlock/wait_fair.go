@@ -351,34 +351,24 @@ func (l *Locker) inboxChannel() string {
 // the head are woken at once.
 type fairLeases struct {
 	l *Locker
-	// handOvers are the hand-overs of a release, by dataKind, built once.
-	handOvers [2]handOver
+	// handOver is a release's hand-over, built once: the Locker's rejoin
+	// delay for every node. A node that does not report its uptime (a
+	// stand-in, or a user's Node over a real server) gets it too: the
+	// script judges the node's data itself, and a delay turned off there
+	// would let a hand-over after a loss vouch for the node at once.
+	handOver handOver
 }
 
 func newFairLeases(l *Locker) *fairLeases {
-	f := &fairLeases{l: l}
-	for k := range f.handOvers {
-		h := handOver{delay: l.cfg.RejoinDelay, step: l.seedStep}
-		if dataKind(k) == uncheckedData {
-			h.delay = -1
-		}
-		h.built = h.args()
-		f.handOvers[k] = h
-	}
-	return f
+	h := handOver{delay: l.cfg.RejoinDelay, step: l.seedStep}
+	h.built = h.args()
+	return &fairLeases{l: l, handOver: h}
 }
 
-// release builds a's calls once per kind of node data the nodes have: a
-// node's hand-over depends only on what the Locker knows of its data.
+// release builds a's calls once: every node's hand-over is the same.
 func (f *fairLeases) release(a releaseArgs) releasing {
 	a.prepare()
-	r := &handingOver{l: f.l, f: f, a: a}
-	for i := range f.l.nodes {
-		if k := f.l.dataKind(i); r.kinds[k].list == nil {
-			r.kinds[k] = a.withHandOver(f.handOvers[k])
-		}
-	}
-	return r
+	return &handingOver{l: f.l, a: a.withHandOver(f.handOver)}
 }
 
 func (*fairLeases) ended(bool) {}
@@ -388,21 +378,14 @@ func (*fairLeases) ended(bool) {}
 // lock over to them.
 type handingOver struct {
 	l     *Locker
-	f     *fairLeases
 	a     releaseArgs
-	kinds [2]releaseArgs
 	mu    sync.Mutex
 	heads []string
 }
 
 func (r *handingOver) args(ctx context.Context, i int) releaseArgs {
-	marker := r.l.gateFor(ctx, i).marker(r.a.keys[0])
-	k := r.l.dataKind(i)
-	args := r.kinds[k]
-	if args.list == nil { // learned meanwhile (gateFor)
-		args = r.a.withHandOver(r.f.handOvers[k])
-	}
-	args.marker = marker
+	args := r.a
+	args.marker = r.l.gateFor(ctx, i).marker(r.a.keys[0])
 	return args
 }
 
@@ -469,28 +452,6 @@ func (p *placeLease) ended(orphaned bool) {
 func (p *placeLease) leaveAfter(calls []startedCalls, lock handedLock) {
 	l := p.l
 	l.leaveQueue(p.key, &place{member: p.place, handState: &handState{calls: calls}}, l.allIdxs(), lock)
-}
-
-// dataKind is what the Locker knows of a node's data, as a hand-over
-// needs it.
-type dataKind int
-
-const (
-	// uncheckedData: the node does not report its uptime (a stand-in):
-	// the data-loss rule does not apply.
-	uncheckedData dataKind = iota
-	// checkedData: a server whose data the rule checks, or one the
-	// Locker could not learn about yet.
-	checkedData
-)
-
-// dataKind returns what the Locker last learned of node i's data.
-func (l *Locker) dataKind(i int) dataKind {
-	d := l.data[i].Load()
-	if d != nil && d.u.Since.IsZero() {
-		return uncheckedData
-	}
-	return checkedData
 }
 
 // handedLock says what a place that leaves the queue does with a lock

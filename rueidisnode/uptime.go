@@ -86,9 +86,17 @@ func (n *Node) learn(ctx context.Context) upState {
 		st.u.BootMicros = now - up*1e6
 	}
 	st.u.Servers = infoField(text, "run_id")
+	n.learnConfig(ctx, &st)
+	return st
+}
+
+// learnConfig fills in what the server's configuration says about
+// durability and eviction (eviction assumed when it cannot be read); a
+// server that refuses CONFIG is not asked again.
+func (n *Node) learnConfig(ctx context.Context, st *upState) {
 	st.u.MayEvict = true
 	if n.up.configRefused.Load() {
-		return st
+		return
 	}
 	aof, err := n.configGet(ctx, "append*")
 	if err == nil {
@@ -103,7 +111,6 @@ func (n *Node) learn(ctx context.Context) upState {
 	if se, ok := err.(*Error); ok && isAuthError(se) {
 		n.up.configRefused.Store(true)
 	}
-	return st
 }
 
 // ErrEvictsLocks is wrapped by Uptime's error for a server that may evict

@@ -18,9 +18,12 @@ import (
 //     it falls back to EVALSHA after one refused FCALL, which the ACL log
 //     records); EVALSHA, and EVAL for when the server's script cache is
 //     empty;
-//   - the commands the scripts call: GET, SET, INCR, TIME, PTTL, PEXPIRE,
-//     DEL, TYPE, PUBLISH, and for the wait queue EXISTS, ZADD, ZREM,
-//     ZRANGE, ZRANGEBYSCORE, ZSCORE;
+//   - the commands the scripts call: GET, SET, TIME, PTTL, PEXPIRE,
+//     PERSIST, DEL, TYPE, PUBLISH, INFO, SELECT (a new marker deletes the
+//     markers of its name in the server's other dbs: docs/design.md §6.2),
+//     for the wait queue EXISTS, ZADD, ZREM, ZRANGE, ZRANGEBYSCORE, ZSCORE,
+//     and for the read-write lock's readers ZCOUNT and ZREMRANGEBYSCORE
+//     (TestLockerACLAllowsEveryScriptCommand keeps this list true);
 //   - SUBSCRIBE and UNSUBSCRIBE, for waiters woken by releases, and PING
 //     (Dial's reachability check, idle pub/sub keep-alive);
 //   - what go-redis sends when it connects: HELLO (without it the client
@@ -38,8 +41,9 @@ func LockerACL(keyPrefix string) []string {
 		"&" + p + "*",
 		"-@all",
 		"+fcall", "+function|load", "+evalsha", "+eval",
-		"+get", "+set", "+incr", "+time", "+pttl", "+pexpire", "+del", "+type", "+publish",
+		"+get", "+set", "+time", "+pttl", "+pexpire", "+persist", "+del", "+type", "+publish", "+select",
 		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
+		"+zcount", "+zremrangebyscore", // the read-write lock's readers
 		"+subscribe", "+unsubscribe", "+ping",
 		// Dial reads run_id to catch one server listed twice; the Locker
 		// reads uptime and run_id, and the scripts read INFO to judge a

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/redlock"
 )
@@ -795,4 +796,20 @@ func (c *RedisCluster) URLs() []string {
 		urls[i] = s.URL()
 	}
 	return urls
+}
+
+// WaitSubscribed waits (up to 10 s, failing t after) until every server has
+// n subscribers on channel, as a Locker's waiters subscribe to a lock's
+// release channel (the lock key followed by ":released").
+func WaitSubscribed(t testing.TB, servers []*RedisServer, channel string, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range servers {
+			got, err := s.Client().PubSubNumSub(context.Background(), channel).Result()
+			if err != nil || got[channel] != n {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
 }

@@ -70,7 +70,7 @@ func run() error {
 	defer resClient.Close()
 	store := redisfence.New(resClient, "app:")
 
-	fmt.Printf("3 lock nodes, quorum %d; lease %s\n\n", locker.Quorum(), locker.Config().LeaseDuration)
+	fmt.Printf("3 lock nodes, quorum %d; lease %s\n\n", len(nodes)/2+1, locker.Config().LeaseDuration)
 
 	// 1. Workers take turns. Each write carries the lease's fencing token.
 	var wg sync.WaitGroup

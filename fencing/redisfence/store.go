@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"strings"
 
-	"strconv"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/e6344662/go-redlock/fencing"
@@ -140,9 +138,9 @@ func (s *Store) Read(ctx context.Context, key string) (value string, highest fen
 	}
 	switch err := fc.Err(); {
 	case err == nil:
-		h, reason := parseCounter(fc.Val())
-		if reason != "" {
-			return "", 0, false, fmt.Errorf("fencing: read %q: fence key %q holds %s, not a fencing token: %s", key, fk, quoteShort(fc.Val()), reason)
+		h, perr := parseCounter(fc.Val())
+		if perr != nil {
+			return "", 0, false, fmt.Errorf("fencing: read %q: fence key %q does not hold a fencing token: %w", key, fk, perr)
 		}
 		highest = h
 	case !errors.Is(err, redis.Nil):
@@ -184,9 +182,9 @@ func tokenFromReply(v any) (fencing.Token, error) {
 		}
 		return fencing.Token(v), nil
 	case string:
-		t, reason := parseCounter(v)
-		if reason != "" {
-			return 0, fmt.Errorf("unexpected token %s in reply: %s", quoteShort(v), reason)
+		t, err := parseCounter(v)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected token in reply: %w", err)
 		}
 		return t, nil
 	default:
@@ -203,33 +201,12 @@ func describeReply(v any) string {
 	return fmt.Sprintf("%s (%T)", s, v)
 }
 
-// parseCounter parses a canonical unsigned decimal (zero allowed), as a
-// fence key holds, and returns it, or a non-empty reason why s is not one.
-func parseCounter(s string) (fencing.Token, string) {
-	if s == "" {
-		return 0, "empty"
+// parseCounter parses a fence key's value or a token in a reply: a token in
+// fencing's canonical form (fencing.ParseToken), or "0", which a counter
+// that has counted nothing may hold.
+func parseCounter(s string) (fencing.Token, error) {
+	if s == "0" {
+		return 0, nil
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, "not a decimal number (digits only, no sign or spaces)"
-		}
-	}
-	if len(s) > 1 && s[0] == '0' {
-		return 0, "leading zero"
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil { // only digits, so only a range error is possible
-		return 0, "exceeds 18446744073709551615"
-	}
-	return fencing.Token(n), ""
-}
-
-// quoteShort quotes s for an error message, cut to a readable length, so
-// that untrusted input cannot make an error arbitrarily long.
-func quoteShort(s string) string {
-	const max = 40
-	if len(s) > max {
-		return strconv.Quote(s[:max]) + "..."
-	}
-	return strconv.Quote(s)
+	return fencing.ParseToken(s)
 }

@@ -14,6 +14,10 @@ type session struct {
 	locker *redlock.Locker
 }
 
+// quorum is how many of the session's nodes make a majority (the Locker's
+// rule: N/2+1).
+func (s *session) quorum() int { return len(s.nodes)/2 + 1 }
+
 // connect dials the nodes named by the global flags and builds a Locker.
 // Errors are *cliError values: usage (bad URL or configuration) or no
 // quorum (no majority answered a PING within the call timeout).

@@ -133,7 +133,7 @@ func (a *App) status(ctx context.Context, s *session, resource string, indep []s
 	if err != nil {
 		return opError(ctx, err, len(s.nodes))
 	}
-	res := summarizeStatus(s.locker.Key(resource), s.locker.Quorum(), st)
+	res := summarizeStatus(s.locker.Key(resource), s.quorum(), st)
 	res.NotIndependent = indep
 	return a.reportStatus(res, statusNodeErrors(st))
 }

@@ -75,7 +75,7 @@ func (a *App) statusRW(ctx context.Context, s *session, resource string, indep [
 		return opError(ctx, err, len(s.nodes))
 	}
 	res := rwStatusResult{Resource: resource, RW: true, Writer: rwHolderOf(st.Writer), Readers: rwHolders(st.Readers),
-		WritersWaiting: st.WritersWaiting, Total: len(st.Nodes), Quorum: s.locker.Quorum(), NotIndependent: indep}
+		WritersWaiting: st.WritersWaiting, Total: len(st.Nodes), Quorum: s.quorum(), NotIndependent: indep}
 	for _, ns := range st.Nodes {
 		n := rwStatusNode{Addr: ns.Addr, Reachable: ns.Err == nil, Writer: rwHolderOf(ns.Writer), Readers: rwHolders(ns.Readers),
 			WritersWaiting: ns.WritersWaiting, Fence: uint64(ns.Fence)}

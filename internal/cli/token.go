@@ -108,7 +108,7 @@ func (a *App) checkNotShortened(ctx context.Context, s *session, resource, token
 	if err != nil {
 		return err
 	}
-	left := remainingTTL(st, token, s.locker.Quorum())
+	left := remainingTTL(st, token, s.quorum())
 	if left <= a.g.ttl {
 		return nil
 	}

@@ -14,13 +14,28 @@ import (
 
 // TestRun runs three clients on one shared Locker and one resource over
 // in-process nodes: they hand the lock to each other, and every
-// acquisition of the window is counted once.
+// acquisition of the window is counted once. On a loaded machine a short
+// window may see one client take the lock again and again, with no
+// hand-off between clients: the run is repeated (each one checked in
+// full) until one has shown a hand-off, at most ten times.
 func TestRun(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3, testutil.WithWallClock())
 	l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: 2 * time.Second})
 	require.NoError(t, err)
 	defer func() { _ = l.Close() }()
 
+	for range 10 {
+		if handoffs := runThree(t, l); handoffs > 0 {
+			return
+		}
+	}
+	t.Fatal("ten runs of three clients on one resource saw no hand-off between clients")
+}
+
+// runThree runs one measured window of TestRun, checks its counts, and
+// returns how many hand-offs between clients it saw.
+func runThree(t *testing.T, l *redlock.Locker) uint64 {
+	t.Helper()
 	r := Start(context.Background(), Config{
 		Lockers:        []*redlock.Locker{l},
 		Clients:        3,
@@ -51,7 +66,6 @@ func TestRun(t *testing.T) {
 		sum += n
 	}
 	require.Equal(t, int64(res.Acquire.N), sum)
-	require.Positive(t, res.Handoff.N, "three clients on one resource hand it over")
 	require.LessOrEqual(t, int64(res.Handoff.N)+res.SameClient, sum)
 	require.LessOrEqual(t, res.FairShareMin, 1.0)
 	require.GreaterOrEqual(t, res.FairShareMax, 1.0)
@@ -60,4 +74,5 @@ func TestRun(t *testing.T) {
 	require.Zero(t, p.WarmupLeft)
 	require.GreaterOrEqual(t, p.Total, sum)
 	require.Equal(t, res.Acquire.N, p.Acquire.N)
+	return res.Handoff.N
 }

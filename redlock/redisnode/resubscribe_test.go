@@ -12,21 +12,6 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// realSubscribed waits until every server has n subscribers on key's
-// release channel.
-func realSubscribed(t *testing.T, servers []*testutil.RedisServer, key string, n int64) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, s := range servers {
-			got, err := s.Client().PubSubNumSub(context.Background(), key+":released").Result()
-			if err != nil || got[key+":released"] != n {
-				return false
-			}
-		}
-		return true
-	}, 10*time.Second, 5*time.Millisecond)
-}
-
 // TestWaiterRetriesWhenItsSubscriptionComesBack: a release whose
 // announcement a waiter could not hear (its pub/sub connections were cut,
 // as a failover or a restart cuts them) does not leave it asleep until its
@@ -53,7 +38,7 @@ func TestWaiterRetriesWhenItsSubscriptionComesBack(t *testing.T) {
 		got <- err
 	}()
 	key := l.Key("cut")
-	realSubscribed(t, c.Servers(), key, 1)
+	testutil.WaitSubscribed(t, c.Servers(), key+":released", 1)
 
 	// The lock disappears without an announcement (as if released while
 	// the waiter's connections were down), then the connections are cut.
