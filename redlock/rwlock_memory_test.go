@@ -37,6 +37,7 @@ func TestRWDeadReadersLeaveNoKeysOnRealServer(t *testing.T) {
 		require.NoError(t, cl.ScriptLoad(ctx, s.Source()).Err())
 	}
 	base, baseKeys, baseUse := usedMemory(t, cl), dbSize(t, cl), keysMemory(t, cl)
+	baseNames := scanKeys(t, cl, "*") // the node's marker
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: time.Second})
 	locks := make([]*redlock.RWLock, n)
 	for i := range locks {
@@ -68,7 +69,9 @@ func TestRWDeadReadersLeaveNoKeysOnRealServer(t *testing.T) {
 	after, afterUse := usedMemory(t, cl), keysMemory(t, cl)
 	t.Logf("%d dead readers: keys (MEMORY USAGE summed) / used_memory: before %d keys %d B / %d B; live %d keys %d B / %d B; leases ended: %d keys without a TTL, %d B (the counters, with a TTL, aside) / %d B; after one call per resource and the counters' life: %d keys %d B / %d B",
 		n, baseKeys, baseUse, base, liveKeys, liveUse, live, len(lapsedNoTTL), lapsedUse, lapsed, dbSize(t, cl), afterUse, after)
-	require.LessOrEqual(t, afterUse, baseUse+16, "the keys' memory came back")
+	// The marker may have grown (it keeps the db's high-water: design
+	// §6.1), so the keys, not their bytes, are compared.
+	require.ElementsMatch(t, baseNames, scanKeys(t, cl, "*"), "the keys left are the ones before")
 	require.Less(t, after, lapsed, "used_memory went down")
 }
 

@@ -105,18 +105,13 @@ func (n *Node) learnConfig(ctx context.Context, st *upState) {
 		st.u.Durable = aof["appendonly"] == "yes" && aof["appendfsync"] == "always"
 		st.u.MayEvict = err != nil || mem["maxmemory"] != "0" && mem["maxmemory-policy"] != "noeviction"
 		if p := mem["maxmemory-policy"]; err == nil && mem["maxmemory"] != "0" && strings.HasPrefix(p, "allkeys-") {
-			st.err = fmt.Errorf("%w: maxmemory %s with maxmemory-policy %s: set noeviction or a volatile-* policy", ErrEvictsLocks, mem["maxmemory"], p)
+			st.err = fmt.Errorf("rueidisnode: %w: maxmemory %s with maxmemory-policy %s: set noeviction or a volatile-* policy", redlock.ErrEvictsLocks, mem["maxmemory"], p)
 		}
 	}
 	if se, ok := err.(*Error); ok && isAuthError(se) {
 		n.up.configRefused.Store(true)
 	}
 }
-
-// ErrEvictsLocks is wrapped by Uptime's error for a server that may evict
-// any key (maxmemory with an allkeys-* policy): the Locker does not count
-// on such a node.
-var ErrEvictsLocks = fmt.Errorf("rueidisnode: the server may evict lock keys")
 
 // configGet reads CONFIG GET pattern as a map (RESP3 sends a map, RESP2 a
 // flat array).
