@@ -141,19 +141,33 @@ func (p *seqHoldProxy) flush() {
 	close(p.resume)
 }
 
+// callTrigger loads the scripts' function library on c's servers and
+// returns what a call of s carries on the wire: a redisnode node runs it
+// as one FCALL of its function (the name as a RESP bulk string, so that
+// acquire's does not match acquire_all's).
+func callTrigger(t *testing.T, c *testutil.RedisCluster, s *scripts.Script) []byte {
+	t.Helper()
+	for _, srv := range c.Servers() {
+		err := srv.Client().FunctionLoad(testutil.Context(t), scripts.Functions.Source()).Err()
+		if err != nil {
+			require.ErrorContains(t, err, "already exists")
+		}
+	}
+	fn, ok := scripts.Functions.Function(s)
+	require.True(t, ok)
+	return []byte(fn + "\r\n")
+}
+
 // behindProxy returns a Locker with cfg over c's servers, the last of
 // them reached through a seqHoldProxy that holds back, in order, the first
-// call of each of the scripts held (loaded on every server first, so that
-// a call is one EVALSHA carrying the script's hash).
+// call of each of the scripts held (the function library loaded on every
+// server first, so that a call is one FCALL naming the script's function).
 func behindProxy(t *testing.T, c *testutil.RedisCluster, cfg redlock.Config, held ...*scripts.Script) (*redlock.Locker, *seqHoldProxy) {
 	t.Helper()
 	ctx := testutil.Context(t)
 	triggers := make([][]byte, len(held))
 	for i, s := range held {
-		for _, srv := range c.Servers() {
-			require.NoError(t, srv.Client().ScriptLoad(ctx, s.Source()).Err())
-		}
-		triggers[i] = []byte(s.Hash())
+		triggers[i] = callTrigger(t, c, s)
 	}
 	last := c.Len() - 1
 	proxy := newSeqHoldProxy(t, c.Server(last).Addr(), triggers...)
@@ -461,12 +475,8 @@ func TestALateCallThatEndsDuringTheReleaseIsFollowedByALeave(t *testing.T) {
 	xl, err := x.TryAcquire(ctx, "r")
 	require.NoError(t, err)
 
-	for _, srv := range c.Servers() {
-		require.NoError(t, srv.Client().ScriptLoad(ctx, scripts.Acquire.Source()).Err())
-		require.NoError(t, srv.Client().ScriptLoad(ctx, scripts.Release.Source()).Err())
-	}
-	relProxy := newSeqHoldProxy(t, c.Server(1).Addr(), []byte(scripts.Release.Hash()))
-	acqProxy := newSeqHoldProxy(t, c.Server(2).Addr(), []byte(scripts.Acquire.Hash()))
+	relProxy := newSeqHoldProxy(t, c.Server(1).Addr(), callTrigger(t, c, scripts.Release))
+	acqProxy := newSeqHoldProxy(t, c.Server(2).Addr(), callTrigger(t, c, scripts.Acquire))
 	nodes, err := redisnode.Dial(ctx, c.Server(0).URL(), "redis://"+relProxy.ln.Addr().String(), "redis://"+acqProxy.ln.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nodes.Close() })

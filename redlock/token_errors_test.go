@@ -38,7 +38,8 @@ func TestNodeErrorsNeverHoldTheToken(t *testing.T) {
 		t.Skip("integration test")
 	}
 	ctx := testutil.Context(t)
-	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	// FCALL too: redisnode runs the scripts as functions where it can.
+	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`, `rename-command FCALL ""`))
 	const token = "0123456789abcdef0123456789abcdef"
 
 	// Redis quotes 128 bytes of arguments: a short key leaves room for the
@@ -103,7 +104,8 @@ func TestNodeErrorsNeverHoldTheToken(t *testing.T) {
 // on a majority is not a passing failure: Acquire returns at once, saying
 // why, instead of retrying until its context ends.
 func TestAcquireStopsAtOnceWhenTheScriptsCannotRun(t *testing.T) {
-	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	// FCALL too: redisnode runs the scripts as functions where it can.
+	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`, `rename-command FCALL ""`))
 	l := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1})
 	ctx, cancel := context.WithTimeout(testutil.Context(t), 5*time.Second)
 	defer cancel()

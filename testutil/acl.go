@@ -13,7 +13,11 @@ import (
 // fence key P{R}:fence and the release channel P{R}:released), and only
 // the commands the scripts and the client send:
 //
-//   - EVALSHA, and EVAL for when the server's script cache is empty;
+//   - FCALL and FUNCTION LOAD, with which a redisnode node runs the
+//     scripts as one function library on Redis 7 and later (without them
+//     it falls back to EVALSHA after one refused FCALL, which the ACL log
+//     records); EVALSHA, and EVAL for when the server's script cache is
+//     empty;
 //   - the commands the scripts call: GET, SET, TIME, PTTL, PEXPIRE,
 //     PERSIST, DEL, TYPE, PUBLISH, INFO, SELECT (a new marker deletes the
 //     markers of its name in the server's other dbs: docs/design.md §6.2),
@@ -36,7 +40,7 @@ func LockerACL(keyPrefix string) []string {
 		"~" + p + "*",
 		"&" + p + "*",
 		"-@all",
-		"+evalsha", "+eval",
+		"+fcall", "+function|load", "+evalsha", "+eval",
 		"+get", "+set", "+time", "+pttl", "+pexpire", "+persist", "+del", "+type", "+publish", "+select",
 		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
 		"+zcount", "+zremrangebyscore", // the read-write lock's readers
@@ -58,7 +62,7 @@ func StoreACL(prefix string) []string {
 		"reset",
 		"~" + aclGlob(prefix) + "*",
 		"-@all",
-		"+evalsha", "+eval",
+		"+fcall", "+function|load", "+evalsha", "+eval",
 		"+get", "+set", "+multi", "+exec",
 		"+ping",
 	}

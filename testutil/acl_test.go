@@ -34,7 +34,7 @@ func TestLockerACLAllowsEveryScriptCommand(t *testing.T) {
 	for cmd := range used {
 		require.Contains(t, acl, "+"+cmd, "a script calls %s", strings.ToUpper(cmd))
 	}
-	client := []string{"+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+info"}
+	client := []string{"+fcall", "+function|load", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+info"}
 	for _, r := range acl {
 		if strings.HasPrefix(r, "+") && !slices.Contains(client, r) {
 			require.True(t, used[r[1:]], "LockerACL allows %s, which no script calls", r)

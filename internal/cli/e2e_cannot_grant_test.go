@@ -84,7 +84,8 @@ func TestE2EReplicasCannotGrant(t *testing.T) {
 // leaves the lock to the others, with a warning.
 func TestE2EScriptsDisabled(t *testing.T) {
 	t.Parallel()
-	renamed := testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`)
+	// FCALL too: the nodes run the scripts as functions where they can.
+	renamed := testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`, `rename-command FCALL ""`)
 	c := testutil.StartRedis(t, 3, renamed)
 	env := nodesEnv(c.URLs())
 	for _, args := range [][]string{{"acquire", "x"}, {"acquire", "x", "--wait", "5s"}, {"status", "x"}, {"run", "x", "--", "true"}} {
@@ -106,10 +107,11 @@ func TestE2EScriptsDisabled(t *testing.T) {
 	r = cli(t, nodesEnv(append(good.URLs(), bad.URL())), "acquire", "y")
 	requireCode(t, r, exitOK, "warning: node "+bad.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
 
-	// EVAL alone renamed: EVALSHA answers NOSCRIPT, and the EVAL that
+	// EVAL alone renamed (and FCALL, which would run the scripts
+	// otherwise): EVALSHA answers NOSCRIPT, and the EVAL that
 	// follows is refused as an unknown command, whose reply quotes its
 	// arguments (the Lua source). The warning does not.
-	evalOnly := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVAL ""`))
+	evalOnly := testutil.StartRedisServer(t, testutil.WithConfig(`rename-command EVAL ""`, `rename-command FCALL ""`))
 	r = cli(t, nodesEnv(append(good.URLs(), evalOnly.URL())), "acquire", "z", "--rejoin-delay", "0")
 	requireCode(t, r, exitOK, "warning: node "+evalOnly.Addr()+" cannot take part in the quorum: EVALSHA or EVAL is renamed or disabled")
 	require.Contains(t, r.stderr, "unknown command")

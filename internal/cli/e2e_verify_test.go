@@ -167,7 +167,7 @@ func TestE2EVerifyFindsBrokenDeployment(t *testing.T) {
 // tested, with the acquire errors, and exits non-zero.
 func TestE2EVerifyNothingTested(t *testing.T) {
 	t.Parallel()
-	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	c := testutil.StartRedis(t, 3, testutil.WithConfig(`rename-command EVALSHA ""`, `rename-command EVAL ""`, `rename-command FCALL ""`))
 	r := cli(t, nodesEnv(c.URLs()), "verify", "--ttl", "3s", "--timeout", "1s", "--duration", "1s", "--clients", "2", "--resources", "1")
 	require.NotEqual(t, exitOK, r.code, r.stderr)
 	require.NotEqual(t, exitViolation, r.code, r.stderr)

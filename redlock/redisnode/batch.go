@@ -32,10 +32,11 @@ import (
 // Nothing is written after its caller's deadline (Safety v4, rule 5;
 // docs/design.md §6): a round trip waits for a connection (or dials one)
 // only until the earliest deadline of its calls, a pipeline takes only the
-// calls whose deadline has not passed, and so does the NOSCRIPT retry
-// (EVAL after EVALSHA): the others keep their NOSCRIPT reply, a certain
-// "did not run". A call that can grant (scripts.Grants, Rehold) and was
-// written may still run on the server after its caller's deadline: its
+// calls whose deadline has not passed, and so does every retry (EVAL
+// after NOSCRIPT, FUNCTION LOAD and FCALL after "Function not found",
+// EVALSHA after an FCALL refused up front: functions.go): the others keep
+// their reply, a certain "did not run". A call that can grant
+// (scripts.Grants, Rehold) and was written may still run on the server after its caller's deadline: its
 // connection is read on to its reply (for half as long again as the call
 // had, at most: replyBound), and its caller waits for that reply instead of
 // leaving at its deadline, so that the Locker's clean-up, which waits for
@@ -75,6 +76,7 @@ type evalCall struct {
 // batcher is one node's queue of script calls and its flushers.
 type batcher struct {
 	client redis.UniversalClient
+	fn     *functions
 	// room holds a token per call queued or in flight (backpressure).
 	room chan struct{}
 
@@ -84,12 +86,11 @@ type batcher struct {
 }
 
 func newBatcher(client redis.UniversalClient) *batcher {
-	return &batcher{client: client, room: make(chan struct{}, batchPending)}
+	return &batcher{client: client, fn: newFunctions(client), room: make(chan struct{}, batchPending)}
 }
 
-// eval runs script on the node (EVALSHA, then EVAL when the server lacks
-// the script), alone or in a pipeline with other calls, and returns by
-// ctx's end.
+// eval runs script on the node (FCALL or EVALSHA, functions.go), alone
+// or in a pipeline with other calls, and returns by ctx's end.
 func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []string, args []any) (any, error) {
 	select {
 	case b.room <- struct{}{}:
@@ -112,7 +113,7 @@ func (b *batcher) eval(ctx context.Context, script *scripts.Script, keys []strin
 				rctx = readOn{ctx, until}
 			}
 		}
-		reply, err := run(rctx, b.client, script, keys, args)
+		reply, err := b.run(rctx, script, keys, args)
 		<-b.room
 		b.mu.Lock()
 		if len(b.queue) > 0 {
@@ -224,73 +225,81 @@ func (b *batcher) flush() {
 	}
 }
 
-// send runs batch as one pipeline of EVALSHAs, then the calls the server
-// answered NOSCRIPT as a pipeline of EVALs, and sets each call's reply or
-// error. Calls whose callers have left, or whose deadlines have passed, are
-// not sent (the second pipeline included). Each pipeline is written only
+// send runs batch as pipelines: each call first as an FCALL of its
+// script's function or as an EVALSHA (functions.go), then those that need
+// it again, one pipeline per round: FCALLs behind one FUNCTION LOAD when
+// the server lacked the library, EVALSHAs where it refused the FCALL,
+// EVALs where it lacked the script; and sets each call's reply or error.
+// Calls whose callers have left, or whose deadlines have passed, are
+// not sent (in any round). Each pipeline is written only
 // before the earliest deadline of its calls and is read until the latest
 // of their reply bounds (none if one has no deadline), so that no call is
 // cut short by another's; a caller that cannot grant still returns by its
 // own deadline.
 func (b *batcher) send(batch []*evalCall) {
-	live := sendable(batch[:0:0], batch)
-	if len(live) == 0 {
-		return
+	round := make([]stage, len(batch))
+	for i, c := range batch {
+		round[i] = b.fn.first(c.script)
 	}
-	cmds := b.pipeline(live, func(ctx context.Context, p redis.Pipeliner, c *evalCall) *redis.Cmd {
-		return process(ctx, p, evalSha, shaArg(c.script), c.keys, c.args)
-	})
-	var again []*evalCall
-	for i, c := range live {
-		c.reply, c.err = cmds[i].Result()
-		if noScript(c.err) {
-			again = append(again, c)
-		}
-	}
-	// Those whose deadline passed meanwhile keep their NOSCRIPT reply.
-	again = sendable(again[:0], again)
-	if len(again) == 0 {
-		return
-	}
-	cmds = b.pipeline(again, func(ctx context.Context, p redis.Pipeliner, c *evalCall) *redis.Cmd {
-		return process(ctx, p, eval, c.script.Source(), c.keys, c.args)
-	})
-	for i, c := range again {
-		c.reply, c.err = cmds[i].Result()
-	}
-}
-
-// sendable appends to dst the calls whose contexts have not ended; the
-// others get their context's error. dst may share calls' array.
-func sendable(dst, calls []*evalCall) []*evalCall {
-	for _, c := range calls {
-		if err := c.ctx.Err(); err != nil {
-			if c.err == nil {
-				c.err = err // a NOSCRIPT reply stays
+	for len(batch) > 0 {
+		// Those whose deadline passed meanwhile keep their last reply.
+		live, stages := batch[:0:0], round[:0:0]
+		for i, c := range batch {
+			if err := c.ctx.Err(); err != nil {
+				if c.err == nil && c.reply == nil {
+					c.err = err
+				}
+				continue
 			}
-			continue
+			live, stages = append(live, c), append(stages, round[i])
 		}
-		dst = append(dst, c)
+		if len(live) == 0 {
+			return
+		}
+		load := slices.Contains(stages, stLoadFcall)
+		cmds, loadCmd := b.pipeline(live, load, func(ctx context.Context, i int, c *evalCall) *redis.Cmd {
+			return b.fn.command(ctx, stages[i], c.script, c.keys, c.args)
+		})
+		var loadErr error
+		if loadCmd != nil {
+			loadErr = loadCmd.Err()
+		}
+		batch, round = nil, nil // not batch[:0]: the flusher's slice
+		for i, c := range live {
+			c.reply, c.err = cmds[i].Result()
+			if nx := b.fn.next(stages[i], c.err, loadErr); nx != stDone {
+				batch, round = append(batch, c), append(round, nx)
+			}
+		}
 	}
-	return dst
 }
 
-// run runs script alone: EVALSHA, then EVAL when the server answers
-// NOSCRIPT (its script cache lacks the script: after a restart or SCRIPT
-// FLUSH).
-func run(ctx context.Context, c processor, script *scripts.Script, keys []string, args []any) (any, error) {
-	cmd := process(ctx, c, evalSha, shaArg(script), keys, args)
-	if noScript(cmd.Err()) && ctx.Err() == nil {
-		// Not after the deadline: the NOSCRIPT reply says the call did
-		// not run.
-		cmd = process(ctx, c, eval, script.Source(), keys, args)
+// run runs script alone, first as an FCALL of its function or as an
+// EVALSHA (functions.go), then again as the reply requires: behind a
+// FUNCTION LOAD, as EVALSHA, as EVAL when the server answers NOSCRIPT (its
+// script cache lacks the script: after a restart or SCRIPT FLUSH). Not
+// after the deadline: each reply that leads to another round says the
+// call did not run.
+func (b *batcher) run(ctx context.Context, script *scripts.Script, keys []string, args []any) (any, error) {
+	st := b.fn.first(script)
+	for {
+		cmd := b.fn.command(ctx, st, script, keys, args)
+		var loadErr error
+		if st == stLoadFcall {
+			p := b.client.Pipeline()
+			load := b.fn.loadCmd(ctx)
+			_ = p.Process(ctx, load)
+			_ = p.Process(ctx, cmd)
+			_, _ = p.Exec(ctx) // the error is each command's own
+			loadErr = load.Err()
+		} else {
+			_ = b.client.Process(ctx, cmd)
+		}
+		st = b.fn.next(st, cmd.Err(), loadErr)
+		if st == stDone || ctx.Err() != nil {
+			return cmd.Result()
+		}
 	}
-	return cmd.Result()
-}
-
-// processor sends a command: a client or a pipeline.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // The command names, boxed once.
@@ -309,15 +318,15 @@ func shaArg(script *scripts.Script) any {
 	return v
 }
 
-// process sends EVAL or EVALSHA (name) of script (its source or boxed
-// digest) with keys and args through c, and returns the command. It builds
+// command is an EVAL, EVALSHA or FCALL (name) of script (its source, boxed
+// digest or function name) with keys and args. It builds
 // the argument list once, as go-redis's EvalSha would, but without boxing
 // each key in an interface: a key goes as a pointer into keys (go-redis
 // writes a *string as the string), so keys must not change until the
 // command is written (a hook that prints commands shows the keys as
 // pointers). The arguments already are interfaces. The key position is
 // given, as EvalSha gives it, for a Redis Cluster's routing.
-func process(ctx context.Context, c processor, name, script any, keys []string, args []any) *redis.Cmd {
+func command(ctx context.Context, name, script any, keys []string, args []any) *redis.Cmd {
 	all := make([]any, 3+len(keys)+len(args))
 	all[0], all[1], all[2] = name, script, len(keys)
 	for i := range keys {
@@ -328,7 +337,6 @@ func process(ctx context.Context, c processor, name, script any, keys []string, 
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
-	_ = c.Process(ctx, cmd)
 	return cmd
 }
 
@@ -338,12 +346,13 @@ func noScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
-// pipeline queues one command per call with add and runs them as one
-// pipeline; each command carries its own reply or error. The pipeline
+// pipeline queues one command per call with add (behind a FUNCTION LOAD
+// of the node's library if load is set: its command is returned too) and
+// runs them as one pipeline; each command carries its own reply or error. The pipeline
 // waits for a connection only until the earliest deadline of its calls
 // (nothing is written after a call's deadline) and is read until the
 // latest of their reply bounds.
-func (b *batcher) pipeline(calls []*evalCall, add func(context.Context, redis.Pipeliner, *evalCall) *redis.Cmd) []*redis.Cmd {
+func (b *batcher) pipeline(calls []*evalCall, load bool, add func(context.Context, int, *evalCall) *redis.Cmd) ([]*redis.Cmd, *redis.Cmd) {
 	var first, until time.Time
 	unbounded := false
 	for _, c := range calls {
@@ -370,12 +379,18 @@ func (b *batcher) pipeline(calls []*evalCall, add func(context.Context, redis.Pi
 		ctx = readOn{ctx, until}
 	}
 	p := b.client.Pipeline()
+	var loadCmd *redis.Cmd
+	if load {
+		loadCmd = b.fn.loadCmd(ctx)
+		_ = p.Process(ctx, loadCmd)
+	}
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = add(ctx, p, c)
+		cmds[i] = add(ctx, i, c)
+		_ = p.Process(ctx, cmds[i])
 	}
 	_, _ = p.Exec(ctx) // the error is each failed command's own
-	return cmds
+	return cmds, loadCmd
 }
 
 // pending reports the calls queued and the round trips in flight, for

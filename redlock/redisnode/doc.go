@@ -12,8 +12,11 @@
 //	defer nodes.Close() // after the Locker's Close
 //	l, err := redlock.New(nodes, redlock.Config{})
 //
-// A Node runs the lock scripts (EVALSHA, then EVAL when the server lacks
-// one), batching the calls of concurrent goroutines into pipelines; it
+// A Node runs the lock scripts as FCALLs of one Redis Function library
+// (scripts.Functions) on Redis 7 and later, loading it once per server,
+// and with EVALSHA (then EVAL when the server lacks one) where functions
+// are not available (older servers, miniredis, an ACL; functions.go),
+// batching the calls of concurrent goroutines into pipelines; it
 // reports its servers' uptime and eviction policy (Uptime), carries release
 // announcements over one pub/sub connection that follows failovers
 // (Subscribe), says its database (DB) and that every call returns by its

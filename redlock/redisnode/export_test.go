@@ -11,3 +11,10 @@ const (
 	BatchFlushers = batchFlushers
 	BatchPending  = batchPending
 )
+
+// FunctionCounts reports the FCALLs and FUNCTION LOADs n sent, and the
+// calls it sent again as EVALSHA after the server refused their FCALL.
+func FunctionCounts(n *Node) (fcalls, loads, fallbacks int64) {
+	f := n.batch.fn
+	return f.fcalls.Load(), f.loads.Load(), f.fallbacks.Load()
+}

@@ -104,9 +104,30 @@ func (n *Node) Client() redis.UniversalClient { return n.client }
 // Close closes the underlying client: later calls fail.
 func (n *Node) Close() error { return n.client.Close() }
 
-// Eval implements redlock.Node: EVALSHA with the script's digest, then EVAL with
-// its source when the server's script cache lacks the script. Concurrent
-// calls share round trips: while a few calls are in flight on the node, the
+// WithoutFunctions makes n run its scripts with EVALSHA and EVAL only,
+// never as Redis Functions (no FUNCTION LOAD, no FCALL), and returns n.
+// Call it before n's first use. By default a node whose client is a
+// *redis.Client runs the scripts as functions where the server has them
+// (Redis 7 and later) and lets the client use them (functions.go).
+func (n *Node) WithoutFunctions() *Node {
+	n.batch.fn.off.Store(true)
+	return n
+}
+
+// UsesFunctions reports whether n's next script call goes out as an FCALL
+// of the scripts' function library (scripts.Functions) rather than as an
+// EVALSHA: false for a node made WithoutFunctions, one whose client is not
+// a *redis.Client, one whose server turned out not to have functions
+// (or not for this client: an ACL, a renamed command), and for a second
+// after its server failed to load the library or refused an FCALL up
+// front (a read-only replica, out of memory: functions.go).
+func (n *Node) UsesFunctions() bool { return n.batch.fn.active() }
+
+// Eval implements redlock.Node: an FCALL of the script's function in the
+// scripts' library where the server has Redis Functions (loading the
+// library when the server lacks it), else EVALSHA with the script's
+// digest, then EVAL with its source when the server's script cache lacks
+// the script (functions.go). Concurrent calls share round trips: while a few calls are in flight on the node, the
 // calls that arrive meanwhile go out together as one pipeline, each with
 // its own reply or error; a lone call goes out at once. Every call returns by its
 // context's end, queued or in a pipeline, and at most a bounded number of
