@@ -142,14 +142,15 @@ var (
 		}
 		return e.pause(ctx, "majority-paused", nodes, d, true)
 	}}
-	// scriptFlush empties the script cache of random nodes every 10-50ms
-	// for 0.3-1s, so that EVALSHA keeps failing with NOSCRIPT.
+	// scriptFlush empties the script cache and the function libraries of
+	// random nodes every 10-50ms for 0.3-1s, so that FCALL keeps failing
+	// with "Function not found" and EVALSHA with NOSCRIPT.
 	scriptFlush = nemesis{"script-flush", func(ctx context.Context, e *env, rng *rand.Rand) error {
 		end := time.Now().Add(between(rng, 300*time.Millisecond, time.Second))
 		for ctx.Err() == nil && time.Now().Before(end) {
 			var nodes []int
 			for _, i := range pick(rng, 1+rng.IntN(lockNodes)) {
-				if e.inject(ctx, "script-flush", i, "SCRIPT", "FLUSH") {
+				if e.inject(ctx, "script-flush", i, "SCRIPT", "FLUSH") && e.inject(ctx, "script-flush", i, "FUNCTION", "FLUSH") {
 					nodes = append(nodes, i)
 				}
 			}

@@ -108,7 +108,7 @@ func parseServerCounts(stats, cpu string) (serverCounts, bool) {
 			continue
 		}
 		s.calls += calls
-		if cmd == "evalsha" || cmd == "eval" {
+		if cmd == "evalsha" || cmd == "eval" || cmd == "fcall" {
 			s.scripts += calls
 			s.scriptUsec += usec
 		}
