@@ -88,7 +88,9 @@ func TestSafetyQuickDataLossRule(t *testing.T) {
 			ctx := testutil.Context(t)
 			now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 			c := quickNodes(t, now)
-			cfg := redlock.Config{LeaseDuration: quickDelay, RejoinDelay: quickDelay}
+			// Calls may take up to 1.5 s (not the default third of the
+			// lease, 666 ms, which a loaded -race run once exceeded).
+			cfg := redlock.Config{LeaseDuration: quickDelay, RejoinDelay: quickDelay, NodeCallTimeout: 1500 * time.Millisecond}
 			a := newLocker(t, c.Nodes(), cfg)
 
 			// First use: no marker yet, the nodes sit out the delay.
