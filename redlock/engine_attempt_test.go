@@ -37,7 +37,7 @@ var errLost = errors.New("connection lost")
 // returns, on the nodes that granted it or whose answer was lost, and not
 // on a node that refused.
 func TestEngineCleanup(t *testing.T) {
-	nodes := newFakeNodes(3, replies([]any{int64(1), "5"}, []any{int64(0), int64(1000)}, errLost))
+	nodes := newFakeNodes(3, replies(acq("granted", "5", 0, 0, 0, ""), acq("held", "", 1000, 0, 0, ""), errLost))
 	l := fakeLocker(t, nodes, Config{})
 	_, err := l.TryAcquire(context.Background(), "r")
 	var ae *AcquireError
@@ -73,7 +73,7 @@ func TestEngineFence(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			answers := make([]any, 3)
 			for i, c := range tc.counters {
-				answers[i] = []any{int64(1), c}
+				answers[i] = acq("granted", c, 0, 0, 0, "")
 			}
 			nodes := newFakeNodes(3, replies(answers...))
 			l := fakeLocker(t, nodes, Config{})

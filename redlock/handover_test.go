@@ -29,11 +29,12 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 	require.NoError(t, s.Client().Set(ctx, testutil.DefaultMarker, "v4 "+replID(t, s)+" 1 1 -", 0).Err())
 	reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handHolder, "h", 60000, "", "1").Slice()
 	require.NoError(t, err)
-	require.Equal(t, []any{int64(1), "6"}, reply)
+	require.Equal(t, []any{"granted", "6", int64(0), int64(0), int64(0), ""}, reply)
 	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "", "1",
 		"w1 60000 - "+handWaiter+" w", 0, 60000).Slice()
 	require.NoError(t, err)
-	require.EqualValues(t, 0, reply[0], "queued behind the holder")
+	require.Equal(t, "held", reply[0], "queued behind the holder")
+	require.Positive(t, reply[3], "with a ticket")
 }
 
 // handRelease runs the release script as the holder with rejoin delay

@@ -147,17 +147,19 @@ var (
 	// counter (acquire.lua): KEYS = lock, fence, (optional) queue and
 	// queue expiries, (optional) marker; ARGV = token, owner, ttl ms,
 	// floor, unused, the caller's place ("" for none), ticket, place ttl
-	// ms, rejoin delay ms (trust.lua). Replies {1, counter} when granted,
-	// the counter as a decimal string (exact beyond 2^53, unlike a Lua
-	// number), {1, counter, pttl} when the token already held it (a
-	// retried call), {2, counter, pttl} when the caller's place did (a
-	// hand-over), {0, pttl} when another token holds it and the caller
-	// does not queue, {0, pttl, ticket, head's ms left} when refused with
-	// a queue (pttl 0: free, but an earlier waiter is next), {3, ms, why}
-	// when the node may have lost data (or the lock key was lost) and sits
-	// out for ms; errors REPLICA on a replica, WRONGTYPE when a key holds
-	// someone else's data, and FENCEEXHAUSTED, with nothing written, when
-	// the counter is at 2^63-1.
+	// ms, rejoin delay ms (trust.lua). Replies one array {verdict, counter,
+	// ms, ticket, wait, why}, each field always in its place: "granted"
+	// with the counter as a decimal string (exact beyond 2^53, unlike a
+	// Lua number), "retried" when the token already held it (a retried
+	// call) and "handed" when the caller's place did (a hand-over), both
+	// with the counter and the lock's pttl in ms; "held" when another token
+	// holds it (pttl in ms) and "behind" when it is free but an earlier
+	// waiter is next, both with the caller's ticket and the head's ms left
+	// from a lock with a queue; "sitout" when the node may have lost data
+	// (or the lock key was lost) and sits out for ms, why saying why.
+	// Errors REPLICA on a replica, WRONGTYPE when a key holds someone
+	// else's data, and FENCEEXHAUSTED, with nothing written, when the
+	// counter is at 2^63-1.
 	Acquire = newScript("acquire", acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the
 	// lock (fence.lua): KEYS = lock (or a read-write lock's reader key),

@@ -224,7 +224,7 @@ func nows(t0, t1 int64, c Call, before, after State) []int64 {
 // counter was missing and the marker's high-water was at or above the
 // clock's second at t0.
 func fromHigh(c Call, before State, r Reply, t0 int64) bool {
-	if c.Op != "acquire" || before.Fence.Present || len(r.Array) != 2 || r.Array[0] != int64(1) {
+	if c.Op != "acquire" || before.Fence.Present || len(r.Array) == 0 || r.Array[0] != "granted" {
 		return false
 	}
 	f := strings.Fields(before.Marker.Val)
@@ -235,23 +235,25 @@ func fromHigh(c Call, before State, r Reply, t0 int64) bool {
 	return hi >= t0-t0%StepUS
 }
 
-// outcome names what call c answered: granted, held (the retried call),
-// refused (held by another), a refusal {3, ms, why} by its why, or the
-// integer or first element.
+// outcome names what call c answered: for acquire its verdict (a
+// "sitout" by its why), for the others the integer or first element (a
+// refusal {3, ms, why} by its why).
 func outcome(c Call, r Reply) string {
 	switch {
 	case r.Err != "":
 		return c.Op + " error"
 	case r.Int != nil:
 		return fmt.Sprintf("%s %d", c.Op, *r.Int)
+	case c.Op == "acquire" && r.Array[0] == "sitout":
+		return fmt.Sprintf("acquire 3 %v", r.Array[5])
+	case c.Op == "acquire" && r.Array[0] == "retried":
+		return "acquire held"
+	case c.Op == "acquire" && r.Array[0] == "held":
+		return "acquire refused"
+	case c.Op == "acquire":
+		return fmt.Sprintf("acquire %v", r.Array[0])
 	case len(r.Array) >= 3 && r.Array[0] == int64(3):
 		return fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
-	case c.Op == "acquire" && r.Array[0] == int64(1) && len(r.Array) == 3:
-		return "acquire held"
-	case c.Op == "acquire" && r.Array[0] == int64(1):
-		return "acquire granted"
-	case c.Op == "acquire":
-		return "acquire refused"
 	}
 	return fmt.Sprintf("%s %v", c.Op, r.Array[0])
 }

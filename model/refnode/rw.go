@@ -215,7 +215,7 @@ func (n *rwNode) read(c RWCall) Reply {
 func (n *rwNode) write(c RWCall) Reply {
 	if holdsKey(n.st.Lock, c.Token) {
 		var r Reply
-		n.on(n.st.Lock, func(m *node) { r = m.acquire(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS}) })
+		n.on(n.st.Lock, func(m *node) { r = m.take(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS}) })
 		return r
 	}
 	if live, most := n.live(); n.st.Lock.Present || live > 0 {
@@ -236,7 +236,7 @@ func (n *rwNode) write(c RWCall) Reply {
 	}
 	var r Reply
 	n.st.Lock = n.on(n.st.Lock, func(m *node) {
-		r = m.acquire(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS})
+		r = m.take(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS})
 	})
 	if len(r.Array) == 2 && r.Array[0] == int64(1) {
 		if c.Wait {
