@@ -50,15 +50,14 @@ func nodeTTL(ttl time.Duration) int64 {
 
 // acquireArgs is one acquire call: a lock (keys: lockKeys) for token and
 // owner, for ttl. floor raises an existing fence counter below it ("" for
-// none; the node's own floor always applies); step fills the scripts'
-// former seed-step argument, which they ignore. queue, when set, makes the
+// none; the node's own floor always applies). queue, when set, makes the
 // caller wait its turn in the lock's wait queue. trust, set per node, are
 // the arguments of the node's data-loss rule (grantGate).
 type acquireArgs struct {
 	keys         []string
 	token, owner string
 	ttl          time.Duration
-	floor, step  string
+	floor        string
 	queue        *queueArgs
 	trust        []any
 	// list holds the script's arguments once built (prepare), shared by
@@ -66,14 +65,28 @@ type acquireArgs struct {
 	list []any
 }
 
+// The acquire script's modes (scripts/acquire.lua): of its floor, of its
+// queue and of the ticket a queued caller brings.
+const (
+	floorNone     = "none"
+	floorRaise    = "floor"
+	queueAlone    = "alone"
+	queueJoin     = "queue"
+	ticketAgreed  = "agreed"
+	ticketPropose = "propose"
+)
+
 // prepare builds the script's arguments once, for every node of an
 // attempt, but for the node's own (floor, trust).
 func (a *acquireArgs) prepare() {
-	member, ticket, qttl := any(""), any(0), any(0)
+	a.list = []any{a.token, a.owner, nodeTTL(a.ttl), floorNone, "", queueAlone, "", "", 0, 0}
 	if q := a.queue; q != nil {
-		member, ticket, qttl = q.member, q.ticket, nodeTTL(q.ttl)
+		mode, t := ticketAgreed, q.ticket
+		if t <= 0 {
+			mode, t = ticketPropose, -t
+		}
+		a.list[5], a.list[6], a.list[7], a.list[8], a.list[9] = queueJoin, q.member, mode, t, nodeTTL(q.ttl)
 	}
-	a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, member, ticket, qttl}
 }
 
 // queueArgs is a waiter's place as an acquire call carries it: what the
@@ -94,7 +107,7 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	if a.floor != "" || a.trust != nil {
 		args = append(make([]any, 0, len(a.list)+len(a.trust)), a.list...)
 		if a.floor != "" {
-			args[3] = a.floor
+			args[3], args[4] = floorRaise, a.floor
 		}
 		args = append(args, a.trust...)
 	}

@@ -27,11 +27,11 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp", testutil.DefaultMarker}
 	// The marker vouches for the data from long ago (no floor above 5).
 	require.NoError(t, s.Client().Set(ctx, testutil.DefaultMarker, "v4 "+replID(t, s)+" 1 1 -", 0).Err())
-	reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handHolder, "h", 60000, "", "1").Slice()
+	reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handHolder, "h", 60000, "none", "", "alone").Slice()
 	require.NoError(t, err)
 	require.Equal(t, []any{"granted", "6", int64(0), int64(0), int64(0), ""}, reply)
-	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "", "1",
-		"w1 60000 - "+handWaiter+" w", 0, 60000).Slice()
+	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "none", "",
+		"queue", "w1 60000 - "+handWaiter+" w", "propose", 0, 60000).Slice()
 	require.NoError(t, err)
 	require.Equal(t, "held", reply[0], "queued behind the holder")
 	require.Positive(t, reply[3], "with a ticket")

@@ -146,8 +146,10 @@ var (
 	// its wait queue, if it has one) and counts a new holder on the fence
 	// counter (acquire.lua): KEYS = lock, fence, (optional) queue and
 	// queue expiries, (optional) marker; ARGV = token, owner, ttl ms,
-	// floor, unused, the caller's place ("" for none), ticket, place ttl
-	// ms, rejoin delay ms (trust.lua). Replies one array {verdict, counter,
+	// floor mode ("floor" or "none"), floor, queue mode ("queue" or
+	// "alone"), the caller's place, ticket mode ("agreed" or "propose"),
+	// the ticket or the arrival time in µs, place ttl ms, rejoin delay ms
+	// (trust.lua). Replies one array {verdict, counter,
 	// ms, ticket, wait, why}, each field always in its place: "granted"
 	// with the counter as a decimal string (exact beyond 2^53, unlike a
 	// Lua number), "retried" when the token already held it (a retried
