@@ -296,7 +296,7 @@ type leaveArgs struct {
 
 // leave runs the leave script.
 func leave(ctx context.Context, n Node, a leaveArgs) error {
-	g := ""
+	g := "leave" // the place only leaves (scripts/leave.lua)
 	if a.give {
 		g = "give"
 	}

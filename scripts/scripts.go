@@ -194,8 +194,8 @@ var (
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up
 	// (leave.lua): KEYS = lock, fence, queue, queue expiries; ARGV =
-	// waiter's place, channel, announcement id, "give" to give up a lock
-	// handed over to the place. Replies 1 when the waiter was queued or
+	// waiter's place, channel, announcement id, mode: "give" to give up a
+	// lock handed over to the place too, "leave" not to. Replies 1 when the waiter was queued or
 	// held the lock, else 0.
 	Leave = newScript("leave", leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL
