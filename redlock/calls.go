@@ -76,6 +76,15 @@ const (
 	ticketPropose = "propose"
 )
 
+// floorArgs are a granting script's floor mode and floor for floor (""
+// for none).
+func floorArgs(floor string) (mode, value string) {
+	if floor == "" {
+		return floorNone, ""
+	}
+	return floorRaise, floor
+}
+
 // prepare builds the script's arguments once, for every node of an
 // attempt, but for the node's own (floor, trust).
 func (a *acquireArgs) prepare() {
@@ -107,7 +116,7 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	if a.floor != "" || a.trust != nil {
 		args = append(make([]any, 0, len(a.list)+len(a.trust)), a.list...)
 		if a.floor != "" {
-			args[3], args[4] = floorRaise, a.floor
+			args[3], args[4] = floorArgs(a.floor)
 		}
 		args = append(args, a.trust...)
 	}

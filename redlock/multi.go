@@ -230,7 +230,8 @@ func (l *Locker) askRest(ctx context.Context, i int, leases []*Lease, groups [][
 func acquireAllCall(ctx context.Context, n Node, l *Locker, leases []*Lease, group []int, gate grantGate) (multiGrant, error) {
 	keys := make([]string, 0, 4*len(group)+1)
 	args := make([]any, 0, 4+len(group)+len(gate.trust))
-	args = append(args, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), gate.floor, l.seedStep)
+	fm, fv := floorArgs(gate.floor)
+	args = append(args, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), fm, fv)
 	for _, p := range group {
 		keys = append(keys, leases[p].keys[:4]...)
 		args = append(args, leases[p].token)

@@ -183,7 +183,8 @@ func (rw *RWLock) writeRequest(id string, last **Lease) request {
 		mode = "try"
 	}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, mode, id, nodeTTL(rw.intentTTL())}, g.trust...)
+		fm, fv := floorArgs(g.floor)
+		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), fm, fv, mode, id, nodeTTL(rw.intentTTL())}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -201,7 +202,8 @@ func (rw *RWLock) readRequest() request {
 	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep}, g.trust...)
+		fm, fv := floorArgs(g.floor)
+		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), fm, fv}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
 	})
 }

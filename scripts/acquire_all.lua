@@ -8,10 +8,12 @@
 --   P{R}:queue and expiries P{R}:queue:exp (queue.lua); then KEYS[4n+1]
 --   (optional) the node's marker key (trust.lua). All share one Redis
 --   Cluster slot (the caller groups them by slot)
--- ARGV[1] owner label, ARGV[2] lease TTL in ms, ARGV[3] floor of the
---   counters ("" for none, acquire.lua), ARGV[4] unused (was the seed
---   step), ARGV[4+k] the k-th lock's token, ARGV[5+n] the rejoin delay in
---   ms (trust.lua, t_trust; "" or negative: 0), n the number of locks
+-- ARGV[1] owner label, ARGV[2] lease TTL in ms, ARGV[3] floor mode:
+--   "floor" (an existing counter below ARGV[4] is raised to it, as in
+--   acquire.lua) or "none" (absent: "none"), ARGV[4] the floor (mode
+--   "floor"), ARGV[4+k] the k-th lock's token, ARGV[5+n] the rejoin delay
+--   in ms (trust.lua, t_trust; negative counts as 0), n the number of
+--   locks
 -- Replies:
 --   {1, counter 1, pttl 1, counter 2, pttl 2, ...}
 --                          every lock granted: each counter a decimal
@@ -26,11 +28,19 @@
 --                          when every lock is already the caller's (a
 --                          retried call); why key-lost when a free lock's
 --                          counter records a live lease (counter.lua, C5)
+--   error ERR ...          a floor mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   a free lock's counter is at 2^63-1
 -- Every check runs before the first write (as in acquire.lua): an error
 -- or a refusal writes nothing, and the first write is a SET.
+local floor_mode = ARGV[3] or 'none'
+if floor_mode ~= 'floor' and floor_mode ~= 'none' then
+  return redis.error_reply('ERR redlock acquire_all: floor mode ' .. floor_mode .. ' is neither floor nor none')
+end
+-- given is the caller's floor ('' for none: t_gate).
+local given = ''
+if floor_mode == 'floor' then given = ARGV[4] end
 local n = (#KEYS - #KEYS % 4) / 4
 local km = KEYS[4 * n + 1]
 local fences, mine, gones, untils = {}, {}, {}, {}
@@ -58,7 +68,7 @@ for k = 1, n do
   end
   fences[k] = fence
 end
-local floor, refusal, checked = t_gate(km, ARGV[5 + n], ARGV[3])
+local floor, refusal, checked = t_gate(km, ARGV[5 + n], given)
 if not floor then return refusal end
 local us = c_now()
 for k = 1, n do

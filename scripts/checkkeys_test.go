@@ -98,10 +98,10 @@ func rwKeys(t *testing.T, c *redis.Client, lapse func()) {
 		return v
 	}
 	read := func(tok string) any {
-		return eval(scripts.RWRead, append(base[:4:4], w+":reader:"+tok, marker), tok, "me", 200, "", 0, -1)
+		return eval(scripts.RWRead, append(base[:4:4], w+":reader:"+tok, marker), tok, "me", 200, "none", "", -1)
 	}
 	write := func(tok, mode, id string) any {
-		return eval(scripts.RWWrite, append(base[:4:4], marker), tok, "me", 200, "", 0, mode, id, 5000, -1)
+		return eval(scripts.RWWrite, append(base[:4:4], marker), tok, "me", 200, "none", "", mode, id, 5000, -1)
 	}
 	require.Equal(t, int64(1), read("aa01").([]any)[0])
 	require.Equal(t, int64(1), read("aa01").([]any)[0], "a retried call")

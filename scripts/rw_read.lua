@@ -7,8 +7,9 @@
 --   marker key (trust.lua; absent when the caller does not know the
 --   node's state)
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in ms, ARGV[4]
---   floor of the counter ("" for none, acquire.lua), ARGV[5] unused (was
---   the seed step), ARGV[6] the rejoin delay in ms (trust.lua)
+--   floor mode: "floor" (an existing counter below ARGV[5] is raised to
+--   it, as in acquire.lua) or "none" (absent: "none"), ARGV[5] the floor
+--   (mode "floor"), ARGV[6] the rejoin delay in ms (trust.lua)
 -- Replies:
 --   {1, counter}           granted; counter a decimal string
 --   {1, counter, pttl}     the token already holds it (a retried call)
@@ -17,6 +18,7 @@
 --   {3, ms, why}           the node may not grant for ms (trust.lua), or
 --                          W's key is gone while the counter records its
 --                          lease (why "key-lost", counter.lua C5)
+--   error ERR ...          a mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1
@@ -27,12 +29,19 @@
 -- reader's token exceeds every earlier writer's. Every check that can
 -- fail runs before the first write, a SET; the sweep of lapsed readers
 -- comes last.
+local floor_mode = ARGV[4] or 'none'
+if floor_mode ~= 'floor' and floor_mode ~= 'none' then
+  return redis.error_reply('ERR redlock rw_read: floor mode ' .. floor_mode .. ' is neither floor nor none')
+end
+-- given is the caller's floor ('' for none: t_gate).
+local given = ''
+if floor_mode == 'floor' then given = ARGV[5] end
 local cur, lerr = l_get(KEYS[5])
 if lerr then return lerr end
 local fence, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
 if l_holds(cur, ARGV[1]) then
-  local floor, refusal = t_gate(KEYS[6], ARGV[6], ARGV[4])
+  local floor, refusal = t_gate(KEYS[6], ARGV[6], given)
   if not floor then return refusal end
   if not fence then fence = c_count(KEYS[2], false, floor, nil) end
   return {1, fence, redis.call('PTTL', KEYS[5])}
@@ -53,7 +62,7 @@ if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
-local floor, refusal, checked = t_gate(KEYS[6], ARGV[6], ARGV[4])
+local floor, refusal, checked = t_gate(KEYS[6], ARGV[6], given)
 if not floor then return refusal end
 local lost = c_lost(upto, c_now())
 if checked and lost > 0 then return {3, lost, 'key-lost'} end

@@ -6,8 +6,9 @@
 --   KEYS[5] the node's marker key (trust.lua; absent when the caller does
 --   not know the node's state)
 -- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in ms, ARGV[4]
---   floor of the counter ("" for none, acquire.lua), ARGV[5] unused (was
---   the seed step), ARGV[6] mode: "wait" (a writer that waits: a refusal
+--   floor mode: "floor" (an existing counter below ARGV[5] is raised to
+--   it, as in acquire.lua) or "none" (absent: "none"), ARGV[5] the floor
+--   (mode "floor"), ARGV[6] mode: "wait" (a writer that waits: a refusal
 --   records its intent, a grant removes it) or "try" (records nothing),
 --   ARGV[7] the waiting writer's id (mode "wait"), ARGV[8] how long its
 --   intent lasts, in ms (mode "wait"), ARGV[9] the rejoin delay in ms
@@ -20,6 +21,7 @@
 --   {3, ms, why}           the node may not grant for ms (trust.lua), or
 --                          W's key is gone while the counter records its
 --                          lease (why "key-lost", counter.lua C5)
+--   error ERR ...          a mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1
@@ -34,12 +36,19 @@ local mode = ARGV[6]
 if mode ~= 'wait' and mode ~= 'try' then
   return redis.error_reply('ERR redlock rw_write: mode ' .. tostring(mode) .. ' is neither wait nor try')
 end
+local floor_mode = ARGV[4] or 'none'
+if floor_mode ~= 'floor' and floor_mode ~= 'none' then
+  return redis.error_reply('ERR redlock rw_write: floor mode ' .. floor_mode .. ' is neither floor nor none')
+end
+-- given is the caller's floor ('' for none: t_gate).
+local given = ''
+if floor_mode == 'floor' then given = ARGV[5] end
 local cur, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local fence, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
 if l_holds(cur, ARGV[1]) then
-  local floor, refusal = t_gate(KEYS[5], ARGV[9], ARGV[4])
+  local floor, refusal = t_gate(KEYS[5], ARGV[9], given)
   if not floor then return refusal end
   local p = redis.call('PTTL', KEYS[1])
   if not fence then fence = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
@@ -65,7 +74,7 @@ if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
-local floor, refusal, checked = t_gate(KEYS[5], ARGV[9], ARGV[4])
+local floor, refusal, checked = t_gate(KEYS[5], ARGV[9], given)
 if not floor then return refusal end
 local us = c_now()
 local lost = c_lost(upto, us)

@@ -222,7 +222,8 @@ var (
 	// AcquireAll takes several locks on one node, all or none
 	// (acquire_all.lua): KEYS = four per lock (lock, fence, queue, queue
 	// expiries), then (optional) the marker, all in one Redis Cluster slot;
-	// ARGV = owner, ttl ms, floor, unused, one token per lock, then the
+	// ARGV = owner, ttl ms, floor mode ("floor" or "none"), floor, one
+	// token per lock, then the
 	// rejoin delay ms. Replies {1, counter, pttl, counter, pttl, ...} (pttl
 	// 0 for a new grant, what the lock had left for a retry), {0, pttl, k}
 	// when the k-th lock is held, {0, 0, k, ms} when a waiter is next for
@@ -233,14 +234,15 @@ var (
 	AcquireAll = newScript("acquire_all", acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
-	// ttl ms, floor, unused, mode ("wait" or "try"), waiting writer's id,
+	// ttl ms, floor mode ("floor" or "none"), floor, mode ("wait" or "try"), waiting writer's id,
 	// intent ttl ms, the rejoin delay ms. Replies
 	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
 	// readers} when readers do, {3, ms, why} when the node sits out.
 	RWWrite = newScript("rw_write", rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
-	// token, owner, ttl ms, floor, unused, the rejoin delay ms. Replies {1, counter} when
+	// token, owner, ttl ms, floor mode ("floor" or "none"), floor, the
+	// rejoin delay ms. Replies {1, counter} when
 	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
 	// writer waits, {3, ms, why} when the node sits out.
 	RWRead = newScript("rw_read", rwReadSrc)

@@ -164,14 +164,14 @@ func rwScript(c RWCall) (*scripts.Script, []string, []any) {
 	switch c.Op {
 	case "read":
 		return scripts.CheckKeys(scripts.RWRead), append(base, readerKey(c.Token), rwMarker),
-			[]any{c.Token, "owner", c.TTLms, "", "", c.DelayMS}
+			[]any{c.Token, "owner", c.TTLms, "none", "", c.DelayMS}
 	case "write":
 		mode := "try"
 		if c.Wait {
 			mode = "wait"
 		}
 		return scripts.CheckKeys(scripts.RWWrite), append(base, rwMarker),
-			[]any{c.Token, "owner", c.TTLms, "", "", mode, c.ID, c.IntentMS, c.DelayMS}
+			[]any{c.Token, "owner", c.TTLms, "none", "", mode, c.ID, c.IntentMS, c.DelayMS}
 	case "withdraw":
 		return scripts.CheckKeys(scripts.RWWithdraw), []string{rwIntent}, []any{c.ID}
 	case "inspect":
