@@ -115,8 +115,10 @@ func parseGrant(reply any) (grant, error) {
 	return g, nil
 }
 
-// parseSitOut decodes {3, ms, why}: a node that may have lost data
-// refuses for ms more milliseconds (scripts/trust.lua).
+// parseSitOut decodes {3, ms, why} (rehold's reply, and the "sitout"
+// verdict of the granting scripts, their fields put in that shape): a
+// node that may have lost data refuses for ms more milliseconds
+// (scripts/trust.lua).
 func parseSitOut(reply any, vals []any) (grant, error) {
 	ms, ok1 := vals[1].(int64)
 	why, ok2 := "", len(vals) == 3
@@ -134,7 +136,7 @@ func parseSitOut(reply any, vals []any) (grant, error) {
 	return grant{Reason: fmt.Sprintf("%s: %s; it grants again in %s", rejoiningReason, text, left), HolderTTL: left}, nil
 }
 
-// sitOutGrant decodes {3, ms, why} for the scripts that grant several
+// sitOutGrant is parseSitOut for the scripts that grant several
 // locks, or a read-write lock (multiGrant).
 func sitOutGrant(reply any, vals []any) (multiGrant, error) {
 	g, err := parseSitOut(reply, vals)

@@ -12,11 +12,12 @@
 // the node's clock, no TTL) and "V" for 20 s after (counter.lua).
 // Every script that can answer "granted" reads INFO replication and the
 // marker (trust.lua): a replica answers an error starting "REPLICA", a
-// node that may have lost data refuses {3, ms, why}. The marker also keeps
-// the db's high-water, the least start of a new counter (counter.lua, C6),
-// and a new marker deletes those of its name in the server's other dbs
-// (trust.lua, T4); fence and renew take the marker as an optional third
-// key.
+// node that may have lost data refuses for ms, saying why (rehold's {3,
+// ms, why}, the other granting scripts' verdict "sitout"). The marker
+// also keeps the db's high-water, the least start of a new counter
+// (counter.lua, C6), and a new marker deletes those of its name in the
+// server's other dbs (trust.lua, T4); fence and renew take the marker as
+// an optional third key.
 //
 // A script's source is its own file (acquire.lua, ...) after the helpers
 // it uses, and only those (assemble.go): when the package loads, each
@@ -223,28 +224,31 @@ var (
 	// (acquire_all.lua): KEYS = four per lock (lock, fence, queue, queue
 	// expiries), then (optional) the marker, all in one Redis Cluster slot;
 	// ARGV = owner, ttl ms, floor mode ("floor" or "none"), floor, one
-	// token per lock, then the
-	// rejoin delay ms. Replies {1, counter, pttl, counter, pttl, ...} (pttl
-	// 0 for a new grant, what the lock had left for a retry), {0, pttl, k}
-	// when the k-th lock is held, {0, 0, k, ms} when a waiter is next for
-	// it, {3, ms, why} when the node sits out after a loss of data (a
-	// retried call too) or a free lock's key was lost; errors REPLICA on a
-	// replica, WRONGTYPE when a key holds someone else's data, and
-	// FENCEEXHAUSTED when a free lock's counter is at 2^63-1.
+	// token per lock, then the rejoin delay ms. Replies the granting
+	// scripts' one family {verdict, ms, why, lock, readers}, each field
+	// always in its place, followed for "granted" by a counter and a time
+	// left per lock (0 for a new grant, what the lock had left for a
+	// retry); "held" when the lock-th lock is held (ms its pttl), "behind"
+	// when a waiter is next for it, "sitout" when the node sits out for ms
+	// after a loss of data (a retried call too) or a free lock's key was
+	// lost; errors REPLICA on a replica, WRONGTYPE when a key holds someone
+	// else's data, and FENCEEXHAUSTED when a free lock's counter is at
+	// 2^63-1.
 	AcquireAll = newScript("acquire_all", acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
-	// ttl ms, floor mode ("floor" or "none"), floor, mode ("wait" or "try"), waiting writer's id,
-	// intent ttl ms, the rejoin delay ms. Replies
-	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
-	// readers} when readers do, {3, ms, why} when the node sits out.
+	// ttl ms, floor mode ("floor" or "none"), floor, mode ("wait" or
+	// "try"), waiting writer's id, intent ttl ms, the rejoin delay ms.
+	// Replies AcquireAll's family with lock 1: "granted" with the counter
+	// and the time left, "held" when a writer holds it, "readers" when
+	// that many readers do, "sitout" when the node sits out.
 	RWWrite = newScript("rw_write", rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
 	// token, owner, ttl ms, floor mode ("floor" or "none"), floor, the
-	// rejoin delay ms. Replies {1, counter} when
-	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
-	// writer waits, {3, ms, why} when the node sits out.
+	// rejoin delay ms. Replies AcquireAll's family with lock 1: "granted"
+	// with the counter and the time left, "held" when a writer holds it,
+	// "intent" when a writer waits, "sitout" when the node sits out.
 	RWRead = newScript("rw_read", rwReadSrc)
 	// RWWithdraw takes a waiting writer's intent back: KEYS = writers'
 	// intents; ARGV = the writer's id. Replies 1 when it stood, else 0.

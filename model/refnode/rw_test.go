@@ -295,18 +295,14 @@ func rwOutcome(c RWCall, r Reply) string {
 		if len(r.Array) > 4 {
 			o = map[bool]string{true: "inspect named", false: "inspect readers"}[len(c.Named) > 0]
 		}
-	case r.Array[0] == int64(3):
+	case r.Array[0] == "sitout":
 		o = fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
-	case r.Array[0] == int64(1) && len(r.Array) == 3:
+	case r.Array[0] == "granted" && r.Array[6] != int64(0):
 		o = c.Op + " held"
-	case r.Array[0] == int64(1):
-		o = c.Op + " granted"
-	case len(r.Array) == 2:
+	case r.Array[0] == "held":
 		o = c.Op + " writer"
-	case len(r.Array) == 3:
-		o = c.Op + " readers"
 	default:
-		o = c.Op + " intent"
+		o = fmt.Sprintf("%s %v", c.Op, r.Array[0])
 	}
 	return o
 }
