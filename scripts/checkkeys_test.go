@@ -82,7 +82,7 @@ func TestRWScriptsTouchOnlyTheirKeys(t *testing.T) {
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		srv := testutil.StartRedisServer(t)
-		rwKeys(t, srv.Client(), func() {}) // the readers' 200 ms pass on the server's clock
+		rwKeys(t, srv.Client(), func() {}) // the readers' 2 s pass on the server's clock
 	})
 }
 
@@ -98,10 +98,10 @@ func rwKeys(t *testing.T, c *redis.Client, lapse func()) {
 		return v
 	}
 	read := func(tok string) any {
-		return eval(scripts.RWRead, append(base[:4:4], w+":reader:"+tok, marker), tok, "me", 200, "none", "", -1)
+		return eval(scripts.RWRead, append(base[:4:4], w+":reader:"+tok, marker), tok, "me", 2000, "none", "", -1)
 	}
 	write := func(tok, mode, id string) any {
-		return eval(scripts.RWWrite, append(base[:4:4], marker), tok, "me", 200, "none", "", mode, id, 5000, -1)
+		return eval(scripts.RWWrite, append(base[:4:4], marker), tok, "me", 2000, "none", "", mode, id, 5000, -1)
 	}
 	require.Equal(t, "granted", read("aa01").([]any)[0])
 	require.Equal(t, "granted", read("aa01").([]any)[0], "a retried call")
