@@ -211,7 +211,11 @@ func (a *releaseArgs) prepare() {
 	if a.notify != "" {
 		ch = a.notify
 	}
-	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "", "", a.place}
+	placeMode := "none"
+	if a.place != "" {
+		placeMode = "place"
+	}
+	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "announce", "none", 0, placeMode, a.place}
 	a.setHandOver()
 }
 
@@ -226,14 +230,15 @@ func (a releaseArgs) withHandOver(h handOver) releaseArgs {
 // setHandOver writes a.handOver into the built arguments.
 func (a *releaseArgs) setHandOver() {
 	args := a.handOver.args()
-	a.list[3], a.list[4] = args[0], args[1]
+	a.list[4], a.list[5] = args[0], args[1]
 }
 
 // noHandOver are the release script's hand-over arguments for none.
-var noHandOver = [2]any{"", ""}
+var noHandOver = [2]any{"none", 0}
 
-// args are the release script's arguments for h: the rejoin delay and the
-// former seed step (scripts/release.lua).
+// args are the release script's arguments for h: the hand-over mode and
+// the rejoin delay in ms (scripts/release.lua; the rule off counts as 0
+// there, as a negative delay would: the checks apply, nothing is waited).
 func (h handOver) args() [2]any {
 	if h.built[0] != nil {
 		return h.built
@@ -241,11 +246,7 @@ func (h handOver) args() [2]any {
 	if h.step == "" {
 		return noHandOver
 	}
-	delay := "-1"
-	if h.delay >= 0 {
-		delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
-	}
-	return [2]any{delay, h.step}
+	return [2]any{"handover", strconv.FormatInt(max(h.delay, 0).Milliseconds(), 10)}
 }
 
 // handOver is what a node needs to hand a released lock over to the head

@@ -52,8 +52,8 @@ func TestEngineCleanup(t *testing.T) {
 	require.Eventually(t, func() bool { return len(nodes[2].scriptCalls("release")) == 1 }, 10*time.Second, time.Millisecond, "unknown outcome: released")
 	require.Empty(t, nodes[1].scriptCalls("release"), "refused: nothing of ours there")
 	for _, c := range nodes[0].scriptCalls("release") {
-		require.Equal(t, "", c.args[5], "a clean-up names no place")
-		require.Equal(t, "", c.args[3], "and hands nothing over")
+		require.Equal(t, []any{"none", ""}, c.args[6:8], "a clean-up names no place")
+		require.Equal(t, "none", c.args[4], "and hands nothing over")
 	}
 }
 
@@ -182,7 +182,7 @@ func TestEngineLeaseHooks(t *testing.T) {
 		require.Equal(t, "heard", <-h.heard)
 	}
 	for _, n := range nodes {
-		require.Equal(t, "the waiting's own", n.scriptCalls("release")[0].args[5])
+		require.Equal(t, []any{"place", "the waiting's own"}, n.scriptCalls("release")[0].args[6:8])
 	}
 
 	leases, _, err = l.attempt(ctx, l.mutexRequest("o", h), h)

@@ -42,7 +42,7 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 func handRelease(t *testing.T, s *testutil.RedisServer, delay string) []any {
 	t.Helper()
 	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp", testutil.DefaultMarker}
-	reply, err := s.Client().Eval(testutil.Context(t), scripts.Release.Source(), keys, handHolder, handKey+":released", "11111111", delay, "1", "").Slice()
+	reply, err := s.Client().Eval(testutil.Context(t), scripts.Release.Source(), keys, handHolder, handKey+":released", "11111111", "announce", "handover", delay, "none", "").Slice()
 	require.NoError(t, err)
 	return reply
 }

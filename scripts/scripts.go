@@ -181,16 +181,17 @@ var (
 	// the lock key holds someone else's data.
 	Renew = newScript("renew", renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
-	// of its wait queue) and, if ARGV[3] is not empty, announces it
+	// of its wait queue) and, in mode "announce", announces it
 	// (release.lua): KEYS = lock, fence, (optional) queue and queue
 	// expiries, (optional) marker, and a reader's readers index last;
-	// ARGV = token, channel, announcement, rejoin delay ms for a hand-over
-	// ("" for none), unused, the caller's own place. Replies 0 when not
-	// held, 1 when released without an announcement, 1 + the subscribers
-	// reached when announced, {1 + the subscribers reached, head} when it
-	// named the head of the wait queue, {…, head, counter} when it handed
-	// the lock over to the head; a WRONGTYPE error when the lock key holds
-	// someone else's data.
+	// ARGV = token, channel, announcement, announce mode ("announce" or
+	// "quiet"), hand-over mode ("handover" or "none"), rejoin delay ms for
+	// a hand-over, place mode ("place" or "none"), the caller's own place.
+	// Replies 0 when not held, 1 when released without an announcement,
+	// 1 + the subscribers reached when announced, {1 + the subscribers
+	// reached, head} when it named the head of the wait queue, {…, head,
+	// counter} when it handed the lock over to the head; a WRONGTYPE error
+	// when the lock key holds someone else's data.
 	Release = newScript("release", releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up

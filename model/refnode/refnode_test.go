@@ -266,7 +266,7 @@ func script(c Call) (*scripts.Script, []string, []any) {
 		return scripts.Acquire, []string{kLock, kFence, kLock + ":queue", kLock + ":queue:exp", kMarker},
 			[]any{c.Token, "owner", c.TTLms, "none", "", "alone", "", "", 0, 0, c.DelayMS}
 	case "release":
-		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", ""}
+		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", "", "quiet"}
 	case "renew":
 		keys := []string{kLock, kFence}
 		if c.Marker {

@@ -185,9 +185,9 @@ func rwScript(c RWCall) (*scripts.Script, []string, []any) {
 		return scripts.CheckKeys(scripts.Renew), []string{readerKey(c.Token), rwFence, rwMarker, rwReaders}, []any{c.Token, c.TTLms, ""}
 	case "release-reader":
 		rk := readerKey(c.Token)
-		return scripts.CheckKeys(scripts.Release), []string{rk, rwFence, rk + ":queue", rk + ":queue:exp", rwReaders}, []any{c.Token, rwW + ":released", ""}
+		return scripts.CheckKeys(scripts.Release), []string{rk, rwFence, rk + ":queue", rk + ":queue:exp", rwReaders}, []any{c.Token, rwW + ":released", "", "quiet"}
 	case "release-writer":
-		return scripts.Release, []string{rwW, rwFence}, []any{c.Token, rwW + ":released", ""}
+		return scripts.Release, []string{rwW, rwFence}, []any{c.Token, rwW + ":released", "", "quiet"}
 	}
 	panic(c.Op)
 }
