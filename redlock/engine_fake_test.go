@@ -92,7 +92,9 @@ func fakeDefault(s *scripts.Script) (any, error) {
 		return []any{int64(1), "7"}, nil
 	case scripts.Leave:
 		return int64(0), nil
-	case scripts.Release, scripts.Renew, scripts.Fence:
+	case scripts.Release:
+		return []any{"released", int64(0), "", ""}, nil
+	case scripts.Renew, scripts.Fence:
 		return int64(1), nil
 	}
 	return nil, errors.New("fake node: no answer for " + s.Name())

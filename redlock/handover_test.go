@@ -60,13 +60,12 @@ func TestAHandOverKeepsTheRejoinRule(t *testing.T) {
 	handOverSetup(t, s)
 	require.NoError(t, s.Client().Del(ctx, testutil.DefaultMarker).Err())
 	reply := handRelease(t, s, "60000")
-	require.Len(t, reply, 2, "named, not handed over: the node noticed a loss")
-	require.Equal(t, "w1", reply[1])
+	require.Equal(t, []any{"released", "w1", ""}, []any{reply[0], reply[2], reply[3]}, "named, not handed over: the node noticed a loss")
 	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
 
 	handOverSetup(t, s)
 	reply = handRelease(t, s, "-1")
-	require.Equal(t, []any{reply[0], "w1", "7"}, reply, "the marker vouches: handed over, counted on from 6")
+	require.Equal(t, []any{"handed", reply[1], "w1", "7"}, reply, "the marker vouches: handed over, counted on from 6")
 	require.Equal(t, handWaiter+" w", s.Client().Get(ctx, handKey).Val())
 
 	handOverSetup(t, s)
@@ -74,8 +73,8 @@ func TestAHandOverKeepsTheRejoinRule(t *testing.T) {
 	tv, err := s.Client().Time(ctx).Result()
 	require.NoError(t, err)
 	reply = handRelease(t, s, "-1")
-	require.Len(t, reply, 3, "the delay off: handed over at once")
-	counter, err := strconv.ParseInt(reply[2].(string), 10, 64)
+	require.Equal(t, "handed", reply[0], "the delay off: handed over at once")
+	counter, err := strconv.ParseInt(reply[3].(string), 10, 64)
 	require.NoError(t, err)
 	require.Greater(t, counter, tv.UnixMicro(), "counted on from when the loss was noticed, not from 6")
 }
@@ -101,8 +100,7 @@ func TestAFullNodeDoesNotHandOver(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "OOM"), err.Error())
 
 	reply := handRelease(t, s, "-1")
-	require.Len(t, reply, 2, "named, not handed over")
-	require.Equal(t, "w1", reply[1])
+	require.Equal(t, []any{"released", "w1", ""}, []any{reply[0], reply[2], reply[3]}, "named, not handed over")
 	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
 	require.Equal(t, "6", s.Client().Get(ctx, handKey+":fence").Val())
 }

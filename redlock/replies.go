@@ -300,29 +300,37 @@ type cleanReply struct{ cleanError }
 // RedisError marks the error as a server's reply (redis.Error).
 func (*cleanReply) RedisError() {}
 
-// parseReleased decodes the release script's reply: 0 when the token did
-// not hold the lock, else 1 + the subscribers reached; {that, head} when
-// it named the head of the wait queue; {that, head, counter} when it
-// handed the lock over to the head.
+// parseReleased decodes the release script's reply {verdict, heard, head,
+// counter} (scripts/release.lua): "notheld" when the token did not hold
+// the lock, "released" with the subscribers that heard the announcement
+// and the head of the wait queue it named ("" for none), "handed" with
+// those and the counter that counted the head as the new holder.
 func parseReleased(reply any) (released, error) {
-	var err error
-	v, ok := reply.(int64)
-	var r released
-	if vals, isArray := reply.([]any); isArray && (len(vals) == 2 || len(vals) == 3) {
-		v, ok = vals[0].(int64)
-		r.head, _ = vals[1].(string)
-		ok = ok && r.head != "" && v > 0
-		if len(vals) == 3 {
-			c, _ := vals[2].(string)
-			r.counter, err = fencing.ParseToken(c)
-			ok = ok && err == nil
+	vals, ok := reply.([]any)
+	bad := fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
+	if !ok || len(vals) != 4 {
+		return released{}, bad
+	}
+	verdict, okV := vals[0].(string)
+	heard, okH := vals[1].(int64)
+	head, okD := vals[2].(string)
+	counter, okC := vals[3].(string)
+	if !okV || !okH || !okD || !okC || heard < 0 {
+		return released{}, bad
+	}
+	r := released{released: verdict != "notheld", listeners: int(heard), head: head}
+	switch {
+	case verdict == "notheld" && heard == 0 && head == "" && counter == "",
+		verdict == "released" && counter == "":
+		return r, nil
+	case verdict == "handed" && head != "":
+		c, err := fencing.ParseToken(counter)
+		if err == nil {
+			r.counter = c
+			return r, nil
 		}
 	}
-	if !ok || v < 0 {
-		return released{}, fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
-	}
-	r.released, r.listeners = v > 0, int(max(v-1, 0))
-	return r, nil
+	return released{}, bad
 }
 
 // parseRehold decodes the rehold script's reply: {1, counter} when done,

@@ -21,17 +21,20 @@
 --   (absent: "none"), ARGV[8] that place (mode "place"): removed, and its
 --   token's lock (one handed over to the place) is released as the
 --   caller's own
--- Replies:
---   0                      the caller does not hold the lock here (its own
---                          place, if named, is removed)
---   1                      released, no announcement (mode "quiet")
---   1 + heard              released and announced; heard is how many
---                          subscribers heard it
---   {1 + heard, head}      released, and the announcement named the head
---                          of the live queue
---   {1 + heard, head, counter}
---                          handed over to the head, counted as a new
---                          holder with counter (a decimal string)
+-- Reply: always {verdict, heard, head, counter}, each field in its place
+-- and of its type whatever the verdict (one it does not use is "" or 0):
+--   verdict  "notheld"   the caller does not hold the lock here (its own
+--                        place, if named, is removed); nothing else changed
+--            "released"  the lock is deleted
+--            "handed"    the lock was handed over to the head of its queue
+--                        (q_give), counted as a new holder with counter (a
+--                        decimal string)
+--   heard    how many subscribers heard the announcement (0 in mode
+--            "quiet")
+--   head     the head of the live queue the announcement named ("" for
+--            none)
+--   counter  the new holder's counter ("handed"; else "")
+-- Errors:
 --   error WRONGTYPE ...    the lock key holds someone else's data
 --   error ERR ...          a mode of another name (nothing is read)
 -- A lock it deletes ends its lease (counter.lua, c_end): the counter goes
@@ -73,14 +76,14 @@ local function unplace()
 end
 if not mine then
   unplace()
-  return 0
+  return {'notheld', 0, '', ''}
 end
 if announce == 'quiet' or not KEYS[3] then
   redis.call('DEL', KEYS[1])
   c_end(KEYS[1], KEYS[2])
   unplace()
-  if announce == 'quiet' then return 1 end
-  return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
+  if announce == 'quiet' then return {'released', 0, '', ''} end
+  return {'released', redis.call('PUBLISH', ARGV[2], ARGV[3]), '', ''}
 end
 -- The caller's own place may still stand here (a late call of one of its
 -- attempts queued it again): it is passed over, never handed the lock.
@@ -91,7 +94,6 @@ if not counter then
   c_end(KEYS[1], KEYS[2])
 end
 if head then unplace() end
-local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
-if counter then return {heard, head, counter} end
-if head then return {heard, head} end
-return heard
+local heard = q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
+if counter then return {'handed', heard, head, counter} end
+return {'released', heard, head or '', ''}

@@ -187,11 +187,13 @@ var (
 	// ARGV = token, channel, announcement, announce mode ("announce" or
 	// "quiet"), hand-over mode ("handover" or "none"), rejoin delay ms for
 	// a hand-over, place mode ("place" or "none"), the caller's own place.
-	// Replies 0 when not held, 1 when released without an announcement,
-	// 1 + the subscribers reached when announced, {1 + the subscribers
-	// reached, head} when it named the head of the wait queue, {…, head,
-	// counter} when it handed the lock over to the head; a WRONGTYPE error
-	// when the lock key holds someone else's data.
+	// Replies one array {verdict, heard, head, counter}, each field always
+	// in its place: "notheld" when the token does not hold the lock,
+	// "released" when it deleted it, "handed" when it handed it over to
+	// the head of the wait queue (counter the new holder's); heard the
+	// subscribers that heard the announcement, head the head it named (""
+	// for none). A WRONGTYPE error when the lock key holds someone else's
+	// data.
 	Release = newScript("release", releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up

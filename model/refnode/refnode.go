@@ -317,15 +317,25 @@ func (n *node) run(c Call) Reply {
 	panic("refnode: unknown step " + c.Op)
 }
 
+// released is the release step's reply {verdict, heard, head, counter}
+// (scripts/release.lua's header) for a release that announces nothing
+// and names no queue: "released", or "notheld" when held is false.
+func released(held bool) Reply {
+	if !held {
+		return arr("notheld", int64(0), "", "")
+	}
+	return arr("released", int64(0), "", "")
+}
+
 func (n *node) release(c Call) Reply {
 	if !n.holds(c.Token) {
-		return intReply(0)
+		return released(false)
 	}
 	n.st.Lock = Key{}
 	if v, u := n.counter(); v != "" && u > 0 {
 		n.store(v, 0) // the lease ended (C4)
 	}
-	return intReply(1)
+	return released(true)
 }
 
 func (n *node) renew(c Call) Reply {

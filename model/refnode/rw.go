@@ -154,11 +154,11 @@ func (n *rwNode) run(c RWCall) Reply {
 		return intReply(1)
 	case "release-reader":
 		if !holdsKey(n.st.ReaderKeys[c.Token], c.Token) {
-			return intReply(0)
+			return released(false)
 		}
 		delete(n.st.ReaderKeys, c.Token)
 		delete(n.st.Readers, c.Token)
-		return intReply(1)
+		return released(true)
 	case "release-writer":
 		var r Reply
 		n.st.Lock = n.on(n.st.Lock, func(m *node) { r = m.run(Call{Op: "release", Token: c.Token}) })

@@ -48,7 +48,7 @@ func TestDifferentialRWScriptsMatchTheReference(t *testing.T) {
 	want := []string{"read granted", "read held", "read writer", "read intent", "read 3 key-lost",
 		"write granted", "write held", "write writer", "write readers", "write 3 key-lost",
 		"withdraw 1", "withdraw 0", "inspect readers", "inspect named", "renew-reader 1", "renew-reader 0",
-		"release-reader 1", "release-reader 0", "release-writer 1", "swept"}
+		"release-reader released", "release-reader notheld", "release-writer released", "swept"}
 	differential(t, 104729, 30, want, func(h *harness, steps int) {
 		d := &rwDriver{harness: h}
 		d.run(steps)
