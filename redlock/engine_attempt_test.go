@@ -245,3 +245,37 @@ func TestParseVote(t *testing.T) {
 		require.ErrorIs(t, err, errBadReply, "%#v", bad)
 	}
 }
+
+// TestParseReleased: the release script's one reply family.
+func TestParseReleased(t *testing.T) {
+	for name, tc := range map[string]struct {
+		reply any
+		want  released
+		bad   bool
+	}{
+		"not held":            {reply: []any{"notheld", int64(0), "", ""}, want: released{}},
+		"released quietly":    {reply: []any{"released", int64(0), "", ""}, want: released{released: true}},
+		"released and heard":  {reply: []any{"released", int64(2), "w1", ""}, want: released{released: true, listeners: 2, head: "w1"}},
+		"handed over":         {reply: []any{"handed", int64(1), "w1", "7"}, want: released{released: true, listeners: 1, head: "w1", counter: 7}},
+		"handed to no head":   {reply: []any{"handed", int64(1), "", "7"}, bad: true},
+		"handed, no counter":  {reply: []any{"handed", int64(1), "w1", ""}, bad: true},
+		"released, a counter": {reply: []any{"released", int64(1), "w1", "7"}, bad: true},
+		"not held, but heard": {reply: []any{"notheld", int64(1), "", ""}, bad: true},
+		"heard a negative":    {reply: []any{"released", int64(-1), "", ""}, bad: true},
+		"an unknown verdict":  {reply: []any{"gone", int64(0), "", ""}, bad: true},
+		"the old integer":     {reply: int64(1), bad: true},
+		"a field of bad type": {reply: []any{"released", "0", "", ""}, bad: true},
+		"too short":           {reply: []any{"released", int64(0), ""}, bad: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := parseReleased(tc.reply)
+			if tc.bad {
+				require.ErrorIs(t, err, errBadReply)
+				require.Equal(t, released{}, r)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r)
+		})
+	}
+}

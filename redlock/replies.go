@@ -319,18 +319,32 @@ func parseReleased(reply any) (released, error) {
 		return released{}, bad
 	}
 	r := released{released: verdict != "notheld", listeners: int(heard), head: head}
-	switch {
-	case verdict == "notheld" && heard == 0 && head == "" && counter == "",
-		verdict == "released" && counter == "":
-		return r, nil
-	case verdict == "handed" && head != "":
-		c, err := fencing.ParseToken(counter)
-		if err == nil {
-			r.counter = c
-			return r, nil
-		}
+	if !releaseFields(verdict, heard, head, counter) {
+		return released{}, bad
 	}
-	return released{}, bad
+	if verdict == "handed" {
+		c, err := fencing.ParseToken(counter)
+		if err != nil {
+			return released{}, bad
+		}
+		r.counter = c
+	}
+	return r, nil
+}
+
+// releaseFields reports whether a release reply's fields fit its verdict:
+// "notheld" carries none, "released" no counter, "handed" a head (its
+// counter is checked by the caller).
+func releaseFields(verdict string, heard int64, head, counter string) bool {
+	switch verdict {
+	case "notheld":
+		return heard == 0 && head == "" && counter == ""
+	case "released":
+		return counter == ""
+	case "handed":
+		return head != ""
+	}
+	return false
 }
 
 // parseRehold decodes the rehold script's reply: {1, counter} when done,
