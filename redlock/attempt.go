@@ -62,32 +62,63 @@ type vote struct {
 	reason    string
 }
 
-// parseVote decodes the reply family of the granting scripts (what names
-// the script in errors): {1, c1, pttl1, ..., ck, pttlk} grants k locks,
-// each with its fence counter (a canonical decimal) and the time it had
-// left when the caller's token already held it (0 for a new grant; one
-// lock may leave it out); {3, ms, why} is a node sitting out after a loss
-// of data (parseSitOut); {0, pttl, ...} is a refusal by a holder with
-// pttl left, whose reason refusal reads from the script's own fields.
-func parseVote(reply any, k int, what string, refusal func(vals []any) (reason string, ok bool)) (vote, error) {
+// voteReply is a reply of the granting scripts' family
+// (scripts/acquire_all.lua, rw_write.lua, rw_read.lua): {verdict, ms, why,
+// lock, readers}, followed for "granted" by a counter and a time left per
+// lock (grants). Its fields are read by their places and checked for their
+// types, not yet for their values.
+type voteReply struct {
+	verdict, why      string
+	ms, lock, readers int64
+	grants            []any
+}
+
+// readVoteReply reads reply's fields; ok is false for a reply of another
+// shape.
+func readVoteReply(reply any) (r voteReply, ok bool) {
+	vals, isArray := reply.([]any)
+	if !isArray || len(vals) < 5 {
+		return r, false
+	}
+	var okV, okM, okY, okL, okR bool
+	r.verdict, okV = vals[0].(string)
+	r.ms, okM = vals[1].(int64)
+	r.why, okY = vals[2].(string)
+	r.lock, okL = vals[3].(int64)
+	r.readers, okR = vals[4].(int64)
+	r.grants = vals[5:]
+	return r, okV && okM && okY && okL && okR
+}
+
+// parseVote decodes a reply of the granting scripts' family (what names
+// the script in errors): "granted" with k pairs {counter, left}, each
+// lock's fence counter (a canonical decimal) and the time it had left when
+// the caller's token already held it (0 for a new grant); "sitout", a node
+// sitting out after a loss of data for ms (parseSitOut); any other verdict
+// is a refusal, by a holder with ms left, whose reason refusal reads from
+// the reply's fields (false: a verdict or fields the script never sends).
+func parseVote(reply any, k int, what string, refusal func(r voteReply) (reason string, ok bool)) (vote, error) {
 	bad := fmt.Errorf("%w: %s reply %s", errBadReply, what, describeReply(reply))
-	vals, ok := reply.([]any)
-	if !ok || len(vals) < 2 {
+	r, ok := readVoteReply(reply)
+	if !ok {
 		return vote{}, bad
 	}
 	var v vote
-	switch vals[0] {
-	case int64(3):
-		return sitOutGrant(reply, vals)
-	case int64(1):
-		v, ok = parseGrants(vals[1:], k)
-	case int64(0):
-		ms, isInt := vals[1].(int64)
-		v.holderTTL = pttl(ms)
-		v.reason, ok = refusal(vals)
-		ok = ok && isInt
+	switch {
+	case r.verdict == verdictSitOut:
+		if r.lock != 0 || r.readers != 0 || len(r.grants) != 0 {
+			return vote{}, bad
+		}
+		return sitOutGrant(reply, []any{int64(3), r.ms, r.why})
+	case r.verdict == verdictGranted:
+		ok = r.ms == 0 && r.why == "" && r.readers == 0
+		if ok {
+			v, ok = parseGrants(r.grants, k)
+		}
 	default:
-		ok = false
+		v.holderTTL = pttl(r.ms)
+		v.reason, ok = refusal(r)
+		ok = ok && r.why == "" && len(r.grants) == 0
 	}
 	if !ok {
 		return vote{}, bad
@@ -95,20 +126,16 @@ func parseVote(reply any, k int, what string, refusal func(vals []any) (reason s
 	return v, nil
 }
 
-// parseGrants decodes k pairs {counter, pttl} (a single lock's pttl may be
-// left out) into a granting vote.
+// parseGrants decodes k pairs {counter, left} into a granting vote.
 func parseGrants(vals []any, k int) (vote, bool) {
-	if len(vals) != 2*k && (k != 1 || len(vals) != 1) {
+	if len(vals) != 2*k {
 		return vote{}, false
 	}
 	v := vote{ok: true, counters: make([]fencing.Token, k)}
 	for j := range k {
 		s, isStr := vals[2*j].(string)
 		c, err := fencing.ParseToken(s)
-		ms, isInt := int64(0), true
-		if 2*j+1 < len(vals) {
-			ms, isInt = vals[2*j+1].(int64)
-		}
+		ms, isInt := vals[2*j+1].(int64)
 		if !isStr || !isInt || err != nil || ms < 0 {
 			return vote{}, false
 		}

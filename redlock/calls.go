@@ -50,15 +50,14 @@ func nodeTTL(ttl time.Duration) int64 {
 
 // acquireArgs is one acquire call: a lock (keys: lockKeys) for token and
 // owner, for ttl. floor raises an existing fence counter below it ("" for
-// none; the node's own floor always applies); step fills the scripts'
-// former seed-step argument, which they ignore. queue, when set, makes the
+// none; the node's own floor always applies). queue, when set, makes the
 // caller wait its turn in the lock's wait queue. trust, set per node, are
 // the arguments of the node's data-loss rule (grantGate).
 type acquireArgs struct {
 	keys         []string
 	token, owner string
 	ttl          time.Duration
-	floor, step  string
+	floor        string
 	queue        *queueArgs
 	trust        []any
 	// list holds the script's arguments once built (prepare), shared by
@@ -66,14 +65,37 @@ type acquireArgs struct {
 	list []any
 }
 
+// The acquire script's modes (scripts/acquire.lua): of its floor, of its
+// queue and of the ticket a queued caller brings.
+const (
+	floorNone     = "none"
+	floorRaise    = "floor"
+	queueAlone    = "alone"
+	queueJoin     = "queue"
+	ticketAgreed  = "agreed"
+	ticketPropose = "propose"
+)
+
+// floorArgs are a granting script's floor mode and floor for floor (""
+// for none).
+func floorArgs(floor string) (mode, value string) {
+	if floor == "" {
+		return floorNone, ""
+	}
+	return floorRaise, floor
+}
+
 // prepare builds the script's arguments once, for every node of an
 // attempt, but for the node's own (floor, trust).
 func (a *acquireArgs) prepare() {
-	member, ticket, qttl := any(""), any(0), any(0)
+	a.list = []any{a.token, a.owner, nodeTTL(a.ttl), floorNone, "", queueAlone, "", "", 0, 0}
 	if q := a.queue; q != nil {
-		member, ticket, qttl = q.member, q.ticket, nodeTTL(q.ttl)
+		mode, t := ticketAgreed, q.ticket
+		if t <= 0 {
+			mode, t = ticketPropose, -t
+		}
+		a.list[5], a.list[6], a.list[7], a.list[8], a.list[9] = queueJoin, q.member, mode, t, nodeTTL(q.ttl)
 	}
-	a.list = []any{a.token, a.owner, nodeTTL(a.ttl), a.floor, a.step, member, ticket, qttl}
 }
 
 // queueArgs is a waiter's place as an acquire call carries it: what the
@@ -94,7 +116,7 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	if a.floor != "" || a.trust != nil {
 		args = append(make([]any, 0, len(a.list)+len(a.trust)), a.list...)
 		if a.floor != "" {
-			args[3] = a.floor
+			args[3], args[4] = floorArgs(a.floor)
 		}
 		args = append(args, a.trust...)
 	}
@@ -189,7 +211,11 @@ func (a *releaseArgs) prepare() {
 	if a.notify != "" {
 		ch = a.notify
 	}
-	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "", "", a.place}
+	placeMode := "none"
+	if a.place != "" {
+		placeMode = "place"
+	}
+	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "announce", "none", 0, placeMode, a.place}
 	a.setHandOver()
 }
 
@@ -204,14 +230,15 @@ func (a releaseArgs) withHandOver(h handOver) releaseArgs {
 // setHandOver writes a.handOver into the built arguments.
 func (a *releaseArgs) setHandOver() {
 	args := a.handOver.args()
-	a.list[3], a.list[4] = args[0], args[1]
+	a.list[4], a.list[5] = args[0], args[1]
 }
 
 // noHandOver are the release script's hand-over arguments for none.
-var noHandOver = [2]any{"", ""}
+var noHandOver = [2]any{"none", 0}
 
-// args are the release script's arguments for h: the rejoin delay and the
-// former seed step (scripts/release.lua).
+// args are the release script's arguments for h: the hand-over mode and
+// the rejoin delay in ms (scripts/release.lua; the rule off counts as 0
+// there, as a negative delay would: the checks apply, nothing is waited).
 func (h handOver) args() [2]any {
 	if h.built[0] != nil {
 		return h.built
@@ -219,11 +246,7 @@ func (h handOver) args() [2]any {
 	if h.step == "" {
 		return noHandOver
 	}
-	delay := "-1"
-	if h.delay >= 0 {
-		delay = strconv.FormatInt(h.delay.Milliseconds(), 10)
-	}
-	return [2]any{delay, h.step}
+	return [2]any{"handover", strconv.FormatInt(max(h.delay, 0).Milliseconds(), 10)}
 }
 
 // handOver is what a node needs to hand a released lock over to the head
@@ -283,7 +306,7 @@ type leaveArgs struct {
 
 // leave runs the leave script.
 func leave(ctx context.Context, n Node, a leaveArgs) error {
-	g := ""
+	g := "leave" // the place only leaves (scripts/leave.lua)
 	if a.give {
 		g = "give"
 	}

@@ -37,7 +37,7 @@ var errLost = errors.New("connection lost")
 // returns, on the nodes that granted it or whose answer was lost, and not
 // on a node that refused.
 func TestEngineCleanup(t *testing.T) {
-	nodes := newFakeNodes(3, replies([]any{int64(1), "5"}, []any{int64(0), int64(1000)}, errLost))
+	nodes := newFakeNodes(3, replies(acq("granted", "5", 0, 0, 0, ""), acq("held", "", 1000, 0, 0, ""), errLost))
 	l := fakeLocker(t, nodes, Config{})
 	_, err := l.TryAcquire(context.Background(), "r")
 	var ae *AcquireError
@@ -52,8 +52,8 @@ func TestEngineCleanup(t *testing.T) {
 	require.Eventually(t, func() bool { return len(nodes[2].scriptCalls("release")) == 1 }, 10*time.Second, time.Millisecond, "unknown outcome: released")
 	require.Empty(t, nodes[1].scriptCalls("release"), "refused: nothing of ours there")
 	for _, c := range nodes[0].scriptCalls("release") {
-		require.Equal(t, "", c.args[5], "a clean-up names no place")
-		require.Equal(t, "", c.args[3], "and hands nothing over")
+		require.Equal(t, []any{"none", ""}, c.args[6:8], "a clean-up names no place")
+		require.Equal(t, "none", c.args[4], "and hands nothing over")
 	}
 }
 
@@ -73,7 +73,7 @@ func TestEngineFence(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			answers := make([]any, 3)
 			for i, c := range tc.counters {
-				answers[i] = []any{int64(1), c}
+				answers[i] = acq("granted", c, 0, 0, 0, "")
 			}
 			nodes := newFakeNodes(3, replies(answers...))
 			l := fakeLocker(t, nodes, Config{})
@@ -103,8 +103,8 @@ func TestEngineFence(t *testing.T) {
 // refuses one refuses all, and the clean-up releases every lease where the
 // set was granted.
 func TestEngineManyLeases(t *testing.T) {
-	grantAll := []any{int64(1), "5", int64(0), "9", int64(0)}
-	nodes := newFakeNodes(3, replies(grantAll, grantAll, []any{int64(0), int64(500), int64(2)}))
+	grantAll := vrep("granted", 0, "", 0, 0, "5", int64(0), "9", int64(0))
+	nodes := newFakeNodes(3, replies(grantAll, grantAll, vrep("held", 500, "", 2, 0)))
 	l := fakeLocker(t, nodes, Config{})
 	leases, err := l.TryAcquireAll(context.Background(), "a", "b")
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestEngineManyLeases(t *testing.T) {
 		require.NoError(t, ls.Release(context.Background()))
 	}
 
-	refuse := []any{int64(0), int64(500), int64(2)}
+	refuse := vrep("held", 500, "", 2, 0)
 	nodes = newFakeNodes(3, replies(grantAll, refuse, refuse))
 	l = fakeLocker(t, nodes, Config{})
 	_, err = l.TryAcquireAll(context.Background(), "a", "b")
@@ -182,7 +182,7 @@ func TestEngineLeaseHooks(t *testing.T) {
 		require.Equal(t, "heard", <-h.heard)
 	}
 	for _, n := range nodes {
-		require.Equal(t, "the waiting's own", n.scriptCalls("release")[0].args[5])
+		require.Equal(t, []any{"place", "the waiting's own"}, n.scriptCalls("release")[0].args[6:8])
 	}
 
 	leases, _, err = l.attempt(ctx, l.mutexRequest("o", h), h)
@@ -192,24 +192,35 @@ func TestEngineLeaseHooks(t *testing.T) {
 	require.Empty(t, h.args, "an orphaned lease releases nothing")
 }
 
+// vrep is a reply of the granting scripts' family {verdict, ms, why,
+// lock, readers, grants...} (parseVote).
+func vrep(verdict string, ms int64, why string, lock, readers int64, grants ...any) []any {
+	return append([]any{verdict, ms, why, lock, readers}, grants...)
+}
+
 // TestParseVote: the granting scripts' one reply family.
 func TestParseVote(t *testing.T) {
-	none := func([]any) (string, bool) { return "", true }
+	none := func(voteReply) (string, bool) { return "", true }
 	for name, tc := range map[string]struct {
 		reply any
 		k     int
 		want  vote
 		bad   bool
 	}{
-		"one new grant":            {reply: []any{int64(1), "5"}, k: 1, want: vote{ok: true, counters: []fencing.Token{5}}},
-		"one retried grant":        {reply: []any{int64(1), "5", int64(300)}, k: 1, want: vote{ok: true, counters: []fencing.Token{5}, left: 300 * time.Millisecond}},
-		"two grants":               {reply: []any{int64(1), "5", int64(0), "6", int64(200)}, k: 2, want: vote{ok: true, counters: []fencing.Token{5, 6}, left: 200 * time.Millisecond}},
-		"a refusal":                {reply: []any{int64(0), int64(700)}, k: 1, want: vote{holderTTL: 700 * time.Millisecond}},
-		"a refusal without expiry": {reply: []any{int64(0), int64(-1)}, k: 1, want: vote{holderTTL: -1}},
-		"too few grants":           {reply: []any{int64(1), "5", int64(0)}, k: 2, bad: true},
-		"a counter not canonical":  {reply: []any{int64(1), "05"}, k: 1, bad: true},
-		"a negative time left":     {reply: []any{int64(1), "5", int64(-3)}, k: 1, bad: true},
-		"an unknown flag":          {reply: []any{int64(7), "5"}, k: 1, bad: true},
+		"one new grant":            {reply: vrep("granted", 0, "", 1, 0, "5", int64(0)), k: 1, want: vote{ok: true, counters: []fencing.Token{5}}},
+		"one retried grant":        {reply: vrep("granted", 0, "", 1, 0, "5", int64(300)), k: 1, want: vote{ok: true, counters: []fencing.Token{5}, left: 300 * time.Millisecond}},
+		"two grants":               {reply: vrep("granted", 0, "", 0, 0, "5", int64(0), "6", int64(200)), k: 2, want: vote{ok: true, counters: []fencing.Token{5, 6}, left: 200 * time.Millisecond}},
+		"a refusal":                {reply: vrep("held", 700, "", 1, 0), k: 1, want: vote{holderTTL: 700 * time.Millisecond}},
+		"a refusal without expiry": {reply: vrep("held", -1, "", 1, 0), k: 1, want: vote{holderTTL: -1}},
+		"a sit-out":                {reply: vrep("sitout", 900, "identity", 0, 0), k: 1, want: vote{holderTTL: 900 * time.Millisecond, reason: "rejoining: " + lossReasons["identity"] + "; it grants again in 900ms"}},
+		"a counter without time":   {reply: vrep("granted", 0, "", 1, 0, "5"), k: 1, bad: true},
+		"too few grants":           {reply: vrep("granted", 0, "", 0, 0, "5", int64(0)), k: 2, bad: true},
+		"a counter not canonical":  {reply: vrep("granted", 0, "", 1, 0, "05", int64(0)), k: 1, bad: true},
+		"a negative time left":     {reply: vrep("granted", 0, "", 1, 0, "5", int64(-3)), k: 1, bad: true},
+		"a refusal with grants":    {reply: vrep("held", 700, "", 1, 0, "5", int64(0)), k: 1, bad: true},
+		"a sit-out with a lock":    {reply: vrep("sitout", 900, "identity", 1, 0), k: 1, bad: true},
+		"a field of another type":  {reply: []any{"held", "700", "", int64(1), int64(0)}, k: 1, bad: true},
+		"the old shape":            {reply: []any{int64(1), "5"}, k: 1, bad: true},
 		"not an array":             {reply: int64(1), k: 1, bad: true},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -223,12 +234,48 @@ func TestParseVote(t *testing.T) {
 		})
 	}
 
-	v, err := parseRWGrant([]any{int64(0), int64(900), int64(3)})
+	v, err := parseRWGrant(vrep("readers", 900, "", 1, 3))
 	require.NoError(t, err)
 	require.Equal(t, vote{holderTTL: 900 * time.Millisecond, reason: "3 readers hold it"}, v)
-	v, err = parseRWGrant([]any{int64(0), int64(900), int64(0), int64(1)})
+	v, err = parseRWGrant(vrep("intent", 900, "", 1, 0))
 	require.NoError(t, err)
 	require.Equal(t, "a writer waits for it", v.reason)
-	_, err = parseRWGrant([]any{int64(0), int64(900), int64(0), int64(1), int64(1)})
-	require.ErrorIs(t, err, errBadReply)
+	for _, bad := range [][]any{vrep("intent", 900, "", 1, 1), vrep("behind", 0, "", 1, 0), vrep("held", 900, "", 2, 0)} {
+		_, err = parseRWGrant(bad)
+		require.ErrorIs(t, err, errBadReply, "%#v", bad)
+	}
+}
+
+// TestParseReleased: the release script's one reply family.
+func TestParseReleased(t *testing.T) {
+	for name, tc := range map[string]struct {
+		reply any
+		want  released
+		bad   bool
+	}{
+		"not held":            {reply: []any{"notheld", int64(0), "", ""}, want: released{}},
+		"released quietly":    {reply: []any{"released", int64(0), "", ""}, want: released{released: true}},
+		"released and heard":  {reply: []any{"released", int64(2), "w1", ""}, want: released{released: true, listeners: 2, head: "w1"}},
+		"handed over":         {reply: []any{"handed", int64(1), "w1", "7"}, want: released{released: true, listeners: 1, head: "w1", counter: 7}},
+		"handed to no head":   {reply: []any{"handed", int64(1), "", "7"}, bad: true},
+		"handed, no counter":  {reply: []any{"handed", int64(1), "w1", ""}, bad: true},
+		"released, a counter": {reply: []any{"released", int64(1), "w1", "7"}, bad: true},
+		"not held, but heard": {reply: []any{"notheld", int64(1), "", ""}, bad: true},
+		"heard a negative":    {reply: []any{"released", int64(-1), "", ""}, bad: true},
+		"an unknown verdict":  {reply: []any{"gone", int64(0), "", ""}, bad: true},
+		"the old integer":     {reply: int64(1), bad: true},
+		"a field of bad type": {reply: []any{"released", "0", "", ""}, bad: true},
+		"too short":           {reply: []any{"released", int64(0), ""}, bad: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := parseReleased(tc.reply)
+			if tc.bad {
+				require.ErrorIs(t, err, errBadReply)
+				require.Equal(t, released{}, r)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r)
+		})
+	}
 }

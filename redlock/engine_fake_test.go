@@ -87,12 +87,14 @@ func (n *fakeNode) Eval(_ context.Context, s *scripts.Script, keys []string, arg
 func fakeDefault(s *scripts.Script) (any, error) {
 	switch s {
 	case scripts.Acquire:
-		return []any{int64(1), "5"}, nil
+		return []any{"granted", "5", int64(0), int64(0), int64(0), ""}, nil
 	case scripts.Rehold:
 		return []any{int64(1), "7"}, nil
 	case scripts.Leave:
 		return int64(0), nil
-	case scripts.Release, scripts.Renew, scripts.Fence:
+	case scripts.Release:
+		return []any{"released", int64(0), "", ""}, nil
+	case scripts.Renew, scripts.Fence:
 		return int64(1), nil
 	}
 	return nil, errors.New("fake node: no answer for " + s.Name())

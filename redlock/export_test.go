@@ -26,7 +26,7 @@ type Grant = grant
 // is waited; the rule's checks apply).
 func NodeAcquire(ctx context.Context, n Node, key, token, owner string, ttl time.Duration) (Grant, error) {
 	g := grantGate{trust: []any{"-1"}, db: nodeDB(n)}
-	return acquire(ctx, n, acquireArgs{keys: g.withMarker(lockKeys(key), key), token: token, owner: owner, ttl: ttl, step: "1000000", trust: g.trust})
+	return acquire(ctx, n, acquireArgs{keys: g.withMarker(lockKeys(key), key), token: token, owner: owner, ttl: ttl, trust: g.trust})
 }
 
 // NodeFence runs the fence script on n.

@@ -189,9 +189,10 @@ func testDeadWaiter(t *testing.T, member string) {
 	placed := time.Now()
 	for _, s := range c.Servers() {
 		reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), []string{key, key + ":fence", key + ":queue", key + ":queue:exp"},
-			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "", "1", member, 0, queueTTL.Milliseconds()).Slice()
+			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "none", "", "queue", member, "propose", 0, queueTTL.Milliseconds()).Slice()
 		require.NoError(t, err)
-		require.EqualValues(t, 0, reply[0], "the lock is held: the dead waiter queues")
+		require.Equal(t, "held", reply[0], "the lock is held: the dead waiter queues")
+		require.Positive(t, reply[3], "with a ticket")
 	}
 
 	live := processLocker(t, c, cfg)

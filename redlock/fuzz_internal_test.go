@@ -3,6 +3,7 @@ package redlock
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -55,7 +56,7 @@ func (d *replyDecoder) value(depth int) any {
 	case 3: // string
 		return string(d.take(int(d.byte())))
 	case 4, 5: // array
-		n := int(d.byte() % 6)
+		n := int(d.byte() % 8)
 		if depth >= 3 {
 			n = 0
 		}
@@ -83,52 +84,79 @@ func (d *replyDecoder) value(depth int) any {
 
 func decodeReply(b []byte) any { return (&replyDecoder{b: b}).value(0) }
 
-// Seed encodings (also under testdata/fuzz): tag bytes as in value().
+// encodeReply is decodeReply's inverse for the kinds the seeds use
+// (nil, int64, string, []any of up to 7 elements).
+func encodeReply(v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return []byte{0}
+	case int64:
+		if x == int64(int8(x)) {
+			return []byte{1, byte(int8(x))}
+		}
+		return binary.LittleEndian.AppendUint64([]byte{2}, uint64(x))
+	case string:
+		return append([]byte{3, byte(len(x))}, x...)
+	case []any:
+		out := []byte{4, byte(len(x))}
+		for _, e := range x {
+			out = append(out, encodeReply(e)...)
+		}
+		return out
+	}
+	panic(fmt.Sprintf("encodeReply: %T", v))
+}
+
+// acq is an acquire reply {verdict, counter, ms, ticket, wait, why}.
+func acq(verdict, counter string, ms, ticket, wait int64, why string) []any {
+	return []any{verdict, counter, ms, ticket, wait, why}
+}
+
+// Seed replies (their encodings also under testdata/fuzz).
 var (
-	seedGrantOK      = []byte{4, 2, 1, 1, 3, 1, '7'}                            // {1, "7"}
-	seedGrantBig     = append([]byte{4, 2, 1, 1, 3, 16}, "9007199254740995"...) // {1, "9007199254740995"}
-	seedGrantInt     = []byte{4, 2, 1, 1, 1, 7}                                 // {1, 7}: a Lua number, refused
-	seedGrantRefused = []byte{4, 2, 1, 0, 2, 0xe8, 3, 0, 0}                     // {0, 1000}
-	seedGrantNoTTL   = []byte{4, 2, 1, 0, 1, 0xff}                              // {0, -1}
-	seedGrantBadFlag = []byte{4, 2, 1, 5, 1, 3}                                 // {5, 3}
-	seedGrantString  = []byte{4, 2, 3, 1, '1', 3, 1, '7'}                       // {"1", "7"}
-	seedInspectHeld  = append(append([]byte{4, 4, 3, 6}, "string"...),
-		append(append([]byte{3, 38}, "0123456789abcdef0123456789abcdef owner"...),
-			append([]byte{2, 0x10, 0x27, 0, 0, 0, 0, 0, 0, 3, 2}, "42"...)...)...)
-	seedInspectFree  = append(append([]byte{4, 4, 3, 4}, "none"...), 0, 1, 0xfe, 3, 1, '9')
-	seedInspectWrong = append(append([]byte{4, 4, 3, 4}, "hash"...), 0, 1, 0xff, 0)
-	seedInspectFence = append(append([]byte{4, 4, 3, 4}, "none"...), append([]byte{0, 1, 0xfe, 3, 4}, "0x10"...)...)
+	seedGrants = [][]any{
+		acq("granted", "7", 0, 0, 0, ""),
+		acq("granted", "9007199254740995", 0, 0, 0, ""), // beyond a double's exact range
+		acq("retried", "7", 4000, 0, 0, ""),
+		acq("handed", "8", 2500, 0, 0, ""),
+		acq("held", "", 1000, 0, 0, ""),
+		acq("held", "", -1, 0, 0, ""), // no expiry
+		acq("held", "", 1000, 12, 300, ""),
+		acq("behind", "", 0, 12, 300, ""),
+		acq("sitout", "", 900, 0, 0, "no-marker"),
+		acq("granted", "07", 0, 0, 0, ""), // not canonical
+		acq("granted", "7", 5, 0, 0, ""),  // a new grant with time left
+		acq("retried", "7", 0, 0, 0, ""),  // a retry without it
+		acq("behind", "", 50, 1, 1, ""),   // free, with a PTTL
+		acq("waiting", "", 0, 0, 0, ""),   // no such verdict
+		{int64(1), "7"},                   // the old shape
+		{"granted", int64(7), int64(0), int64(0), int64(0), ""},
+	}
+	seedInspectHeld  = encodeReply([]any{"string", "0123456789abcdef0123456789abcdef owner", int64(10000), "42"})
+	seedInspectFree  = encodeReply([]any{"none", nil, int64(-2), "9"})
+	seedInspectWrong = encodeReply([]any{"hash", nil, int64(-1), nil})
+	seedInspectFence = encodeReply([]any{"none", nil, int64(-2), "0x10"})
 )
 
-// TestReplyDecoderSeeds pins the seed encodings to the replies they stand
-// for.
+// TestReplyDecoderSeeds checks that the seed encodings decode to the
+// replies they stand for.
 func TestReplyDecoderSeeds(t *testing.T) {
-	cases := []struct {
-		in   []byte
-		want any
-	}{
-		{seedGrantOK, []any{int64(1), "7"}},
-		{seedGrantBig, []any{int64(1), "9007199254740995"}},
-		{seedGrantInt, []any{int64(1), int64(7)}},
-		{seedGrantRefused, []any{int64(0), int64(1000)}},
-		{seedGrantNoTTL, []any{int64(0), int64(-1)}},
-		{seedGrantString, []any{"1", "7"}},
-		{seedInspectHeld, []any{"string", "0123456789abcdef0123456789abcdef owner", int64(10000), "42"}},
-		{seedInspectFree, []any{"none", nil, int64(-2), "9"}},
-		{seedInspectWrong, []any{"hash", nil, int64(-1), nil}},
-		{seedInspectFence, []any{"none", nil, int64(-2), "0x10"}},
-	}
-	for _, tc := range cases {
-		if got := decodeReply(tc.in); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("decodeReply(%q) = %#v, want %#v", tc.in, got, tc.want)
+	replies := append(append([][]any(nil), seedGrants...),
+		[]any{"string", "0123456789abcdef0123456789abcdef owner", int64(10000), "42"},
+		[]any{"none", nil, int64(-2), "9"}, []any{"hash", nil, int64(-1), nil}, []any{"none", nil, int64(-2), "0x10"})
+	for _, r := range replies {
+		if got := decodeReply(encodeReply(r)); !reflect.DeepEqual(got, any(r)) {
+			t.Errorf("decodeReply(encodeReply(%#v)) = %#v", r, got)
 		}
 	}
 }
 
 func FuzzParseGrant(f *testing.F) {
-	for _, s := range [][]byte{seedGrantOK, seedGrantBig, seedGrantInt, seedGrantRefused, seedGrantNoTTL, seedGrantBadFlag, seedGrantString, {}, {4, 0}} {
-		f.Add(s)
+	for _, r := range seedGrants {
+		f.Add(encodeReply(r))
 	}
+	f.Add([]byte{})
+	f.Add([]byte{4, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reply := decodeReply(data)
 		g, err := parseGrant(reply)
@@ -137,34 +165,67 @@ func FuzzParseGrant(f *testing.F) {
 				t.Fatalf("parseGrant(%#v): error %v does not wrap errBadReply", reply, err)
 			}
 			if g != (grant{}) {
-				t.Fatalf("parseGrant(%#v): error %v with a non-zero Grant %+v", reply, err, g)
+				t.Fatalf("parseGrant(%#v): error %v with a non-zero grant %+v", reply, err, g)
 			}
 			return
 		}
-		vals, ok := reply.([]any)
-		if !ok || (len(vals) != 2 && len(vals) != 4) {
-			t.Fatalf("parseGrant accepted %#v, which is not a 2- or 4-element array", reply)
+		r, ok := readAcquireReply(reply)
+		if !ok {
+			t.Fatalf("parseGrant accepted %#v, which is not {verdict, counter, ms, ticket, wait, why}", reply)
 		}
-		queued := len(vals) == 4 && vals[1] == int64(0)
-		if g.Reason != "" && !(queued && g.Reason == queuedReason) {
-			t.Fatalf("parseGrant(%#v) made up a reason %q", reply, g.Reason)
-		}
-		if len(vals) == 4 && (g.OK || g.ticket != vals[2].(int64) || g.headLeft != time.Duration(vals[3].(int64))*time.Millisecond) {
-			t.Fatalf("parseGrant(%#v) = %+v: a refusal from a queue carries the ticket and the head's time left", reply, g)
-		}
-		if g.OK {
-			if g.Counter == 0 || g.HolderTTL != 0 || vals[0] != int64(1) || vals[1] != g.Counter.String() {
-				t.Fatalf("parseGrant(%#v) = %+v: a grant must carry the counter it was sent (as a canonical decimal string) and no TTL", reply, g)
-			}
-			return
-		}
-		if g.Counter != 0 || vals[0] != int64(0) {
-			t.Fatalf("parseGrant(%#v) = %+v: a refusal carries no counter", reply, g)
-		}
-		if ms := vals[1].(int64); ms >= 0 && g.HolderTTL != time.Duration(ms)*time.Millisecond {
-			t.Fatalf("parseGrant(%#v) = %+v: holder TTL is not the PTTL", reply, g)
+		if msg := checkGrant(r, g); msg != "" {
+			t.Fatalf("parseGrant(%#v) = %+v: %s", reply, g, msg)
 		}
 	})
+}
+
+// checkGrant says what is wrong with grant g parsed from reply r ("" when
+// nothing is): each verdict carries its own fields and no others.
+func checkGrant(r acquireReply, g grant) string {
+	ms := time.Duration(r.ms) * time.Millisecond
+	switch r.verdict {
+	case verdictGranted, verdictRetried, verdictHanded:
+		return checkHeld(r, g, ms)
+	case verdictHeld, verdictBehind:
+		return checkRefusal(r, g, ms)
+	case verdictSitOut:
+		if g.OK || g.Counter != 0 || g.HolderTTL != ms || !rejoiningRefusal(g.Reason) {
+			return "a node that sits out refuses for ms, as rejoining"
+		}
+	default:
+		return "an unknown verdict was accepted"
+	}
+	return ""
+}
+
+// checkRefusal is checkGrant for "held" and "behind".
+func checkRefusal(r acquireReply, g grant, ms time.Duration) string {
+	switch {
+	case g.OK || g.handed || g.Counter != 0:
+		return "a refusal carries no counter"
+	case g.ticket != r.ticket || g.headLeft != time.Duration(r.wait)*time.Millisecond:
+		return "a refusal carries the ticket and the head's time left"
+	case r.ms >= 0 && g.HolderTTL != ms:
+		return "holder TTL is not the PTTL"
+	case (g.Reason == queuedReason) != (r.verdict == verdictBehind) || r.verdict == verdictHeld && g.Reason != "":
+		return "only \"behind\" has a reason, that an earlier waiter is next"
+	}
+	return ""
+}
+
+// checkHeld is checkGrant for the verdicts that carry a counter.
+func checkHeld(r acquireReply, g grant, ms time.Duration) string {
+	switch {
+	case g.Counter == 0 || g.Counter.String() != r.counter:
+		return "the counter it was sent, as a canonical decimal string"
+	case g.HolderTTL != 0 || g.Reason != "":
+		return "a holder's reply has no holder TTL and no reason"
+	case g.OK == (r.verdict == verdictHanded) || g.handed != (r.verdict == verdictHanded):
+		return "granted or retried is OK, a hand-over is not"
+	case g.left != ms || (r.verdict == verdictGranted) != (g.left == 0):
+		return "a new grant has no time left, a retry or a hand-over the lock's"
+	}
+	return ""
 }
 
 func FuzzParseInspect(f *testing.F) {
@@ -187,25 +248,34 @@ func FuzzParseInspect(f *testing.F) {
 		if !ok || (len(vals) != 4 && len(vals) != 5) {
 			t.Fatalf("parseInspect accepted %#v, which is not a 4- or 5-element array", reply)
 		}
-		if len(vals) == 5 && int64(info.Waiters) != vals[4].(int64) {
-			t.Fatalf("parseInspect(%#v) = %+v: Waiters is not the count of places", reply, info)
-		}
-		kind, _ := vals[0].(string)
-		switch kind {
-		case "none":
-			if info.Held || info.Token != "" || info.Owner != "" || info.TTL != 0 {
-				t.Fatalf("parseInspect(%#v) = %+v: a free lock has no holder", reply, info)
-			}
-		case "string":
-			value, _ := vals[1].(string)
-			if !info.Held || strings.Contains(info.Token, " ") || !strings.HasPrefix(value, info.Token) {
-				t.Fatalf("parseInspect(%#v) = %+v: the token is the value up to its first space", reply, info)
-			}
-		default:
-			t.Fatalf("parseInspect accepted a lock key of type %q", kind)
-		}
-		if _, isStr := vals[3].(string); !isStr && info.Fence != 0 {
-			t.Fatalf("parseInspect(%#v) = %+v: a fence counter out of nothing", reply, info)
+		if msg := checkInspect(vals, info); msg != "" {
+			t.Fatalf("parseInspect(%#v) = %+v: %s", reply, info, msg)
 		}
 	})
+}
+
+// checkInspect says what is wrong with info parsed from the inspect reply
+// vals ("" when nothing is).
+func checkInspect(vals []any, info LockInfo) string {
+	if len(vals) == 5 && int64(info.Waiters) != vals[4].(int64) {
+		return "Waiters is not the count of places"
+	}
+	if _, isStr := vals[3].(string); !isStr && info.Fence != 0 {
+		return "a fence counter out of nothing"
+	}
+	kind, _ := vals[0].(string)
+	switch kind {
+	case "none":
+		if info.Held || info.Token != "" || info.Owner != "" || info.TTL != 0 {
+			return "a free lock has no holder"
+		}
+	case "string":
+		value, _ := vals[1].(string)
+		if !info.Held || strings.Contains(info.Token, " ") || !strings.HasPrefix(value, info.Token) {
+			return "the token is the value up to its first space"
+		}
+	default:
+		return fmt.Sprintf("a lock key of type %q accepted", kind)
+	}
+	return ""
 }

@@ -37,7 +37,7 @@ type grantGate struct {
 	// own floor (its marker's from) always applies; the Locker gives none.
 	floor string
 	// trust are the script's arguments of the rule: the rejoin delay in
-	// milliseconds ("-1" with the rule off: the checks apply, nothing is
+	// milliseconds ("0" with the rule off: the checks apply, nothing is
 	// waited); nil when the node's state is unknown (no marker: the node
 	// hands nothing over).
 	trust   []any
@@ -153,10 +153,9 @@ func (l *Locker) learned(i int, u Uptime) *nodeData {
 	if d := l.data[i].Load(); d != nil && d.u.Sharded == u.Sharded && d.u.Since.IsZero() == u.Since.IsZero() {
 		return d
 	}
-	delay := "-1"
-	if l.cfg.RejoinDelay >= 0 {
-		delay = strconv.FormatInt(l.cfg.RejoinDelay.Milliseconds(), 10)
-	}
+	// The rule off (a negative RejoinDelay) waits nothing: the scripts
+	// count a delay of 0 (their checks still apply).
+	delay := strconv.FormatInt(max(l.cfg.RejoinDelay, 0).Milliseconds(), 10)
 	d := &nodeData{u: u, trust: []any{delay}, db: nodeDB(l.nodes[i])}
 	l.data[i].Store(d)
 	return d

@@ -27,13 +27,14 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp", testutil.DefaultMarker}
 	// The marker vouches for the data from long ago (no floor above 5).
 	require.NoError(t, s.Client().Set(ctx, testutil.DefaultMarker, "v4 "+replID(t, s)+" 1 1 -", 0).Err())
-	reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handHolder, "h", 60000, "", "1").Slice()
+	reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handHolder, "h", 60000, "none", "", "alone").Slice()
 	require.NoError(t, err)
-	require.Equal(t, []any{int64(1), "6"}, reply)
-	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "", "1",
-		"w1 60000 - "+handWaiter+" w", 0, 60000).Slice()
+	require.Equal(t, []any{"granted", "6", int64(0), int64(0), int64(0), ""}, reply)
+	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "none", "",
+		"queue", "w1 60000 - "+handWaiter+" w", "propose", 0, 60000).Slice()
 	require.NoError(t, err)
-	require.EqualValues(t, 0, reply[0], "queued behind the holder")
+	require.Equal(t, "held", reply[0], "queued behind the holder")
+	require.Positive(t, reply[3], "with a ticket")
 }
 
 // handRelease runs the release script as the holder with rejoin delay
@@ -41,7 +42,7 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 func handRelease(t *testing.T, s *testutil.RedisServer, delay string) []any {
 	t.Helper()
 	keys := []string{handKey, handKey + ":fence", handKey + ":queue", handKey + ":queue:exp", testutil.DefaultMarker}
-	reply, err := s.Client().Eval(testutil.Context(t), scripts.Release.Source(), keys, handHolder, handKey+":released", "11111111", delay, "1", "").Slice()
+	reply, err := s.Client().Eval(testutil.Context(t), scripts.Release.Source(), keys, handHolder, handKey+":released", "11111111", "announce", "handover", delay, "none", "").Slice()
 	require.NoError(t, err)
 	return reply
 }
@@ -59,13 +60,12 @@ func TestAHandOverKeepsTheRejoinRule(t *testing.T) {
 	handOverSetup(t, s)
 	require.NoError(t, s.Client().Del(ctx, testutil.DefaultMarker).Err())
 	reply := handRelease(t, s, "60000")
-	require.Len(t, reply, 2, "named, not handed over: the node noticed a loss")
-	require.Equal(t, "w1", reply[1])
+	require.Equal(t, []any{"released", "w1", ""}, []any{reply[0], reply[2], reply[3]}, "named, not handed over: the node noticed a loss")
 	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
 
 	handOverSetup(t, s)
 	reply = handRelease(t, s, "-1")
-	require.Equal(t, []any{reply[0], "w1", "7"}, reply, "the marker vouches: handed over, counted on from 6")
+	require.Equal(t, []any{"handed", reply[1], "w1", "7"}, reply, "the marker vouches: handed over, counted on from 6")
 	require.Equal(t, handWaiter+" w", s.Client().Get(ctx, handKey).Val())
 
 	handOverSetup(t, s)
@@ -73,8 +73,8 @@ func TestAHandOverKeepsTheRejoinRule(t *testing.T) {
 	tv, err := s.Client().Time(ctx).Result()
 	require.NoError(t, err)
 	reply = handRelease(t, s, "-1")
-	require.Len(t, reply, 3, "the delay off: handed over at once")
-	counter, err := strconv.ParseInt(reply[2].(string), 10, 64)
+	require.Equal(t, "handed", reply[0], "the delay off: handed over at once")
+	counter, err := strconv.ParseInt(reply[3].(string), 10, 64)
 	require.NoError(t, err)
 	require.Greater(t, counter, tv.UnixMicro(), "counted on from when the loss was noticed, not from 6")
 }
@@ -100,8 +100,7 @@ func TestAFullNodeDoesNotHandOver(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "OOM"), err.Error())
 
 	reply := handRelease(t, s, "-1")
-	require.Len(t, reply, 2, "named, not handed over")
-	require.Equal(t, "w1", reply[1])
+	require.Equal(t, []any{"released", "w1", ""}, []any{reply[0], reply[2], reply[3]}, "named, not handed over")
 	require.Zero(t, s.Client().Exists(ctx, handKey).Val(), "the lock is free")
 	require.Equal(t, "6", s.Client().Get(ctx, handKey+":fence").Val())
 }

@@ -14,17 +14,17 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// asRetry turns a new grant's reply {1, counter} into the reply of a call
+// asRetry turns a new grant's reply ("granted") into the reply of a call
 // whose token already held the lock (a client-side retry of a call that
-// was applied): {1, counter, pttl}, the lock having ms left.
+// was applied): "retried", the lock having ms left.
 func asRetry(ms int64) func(context.Context, *scripts.Script, []string, []any, func() (any, error)) (any, error, bool) {
 	return func(_ context.Context, s *scripts.Script, _ []string, _ []any, next func() (any, error)) (any, error, bool) {
 		if s != scripts.Acquire {
 			return nil, nil, false
 		}
 		r, err := next()
-		if v, ok := r.([]any); ok && err == nil && len(v) == 2 && v[0] == int64(1) {
-			r = []any{v[0], v[1], ms}
+		if v, ok := r.([]any); ok && err == nil && len(v) == 6 && v[0] == "granted" {
+			r = []any{"retried", v[1], ms, v[3], v[4], v[5]}
 		}
 		return r, err, true
 	}
@@ -107,7 +107,7 @@ func TestHoleFenceRefusalIsNoAcknowledgement(t *testing.T) {
 			switch {
 			case s == scripts.Acquire && i == 0:
 				r, err := next()
-				if v, ok := r.([]any); ok && err == nil && len(v) >= 2 && v[0] == int64(1) {
+				if v, ok := r.([]any); ok && err == nil && len(v) == 6 && v[0] == "granted" {
 					if c, ok := v[1].(string); ok {
 						v[1] = c + "0" // ten times the others' counter
 					}

@@ -230,7 +230,8 @@ func (l *Locker) askRest(ctx context.Context, i int, leases []*Lease, groups [][
 func acquireAllCall(ctx context.Context, n Node, l *Locker, leases []*Lease, group []int, gate grantGate) (multiGrant, error) {
 	keys := make([]string, 0, 4*len(group)+1)
 	args := make([]any, 0, 4+len(group)+len(gate.trust))
-	args = append(args, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), gate.floor, l.seedStep)
+	fm, fv := floorArgs(gate.floor)
+	args = append(args, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), fm, fv)
 	for _, p := range group {
 		keys = append(keys, leases[p].keys[:4]...)
 		args = append(args, leases[p].token)
@@ -248,76 +249,24 @@ func acquireAllCall(ctx context.Context, n Node, l *Locker, leases []*Lease, gro
 	return parseAllGrant(reply, leases, group)
 }
 
-// parseAllGrant decodes acquire_all's reply: {1, counter, pttl, ...} with
-// one pair per lock, {0, pttl, k} or {0, 0, k, ms}, or a sit-out.
+// parseAllGrant decodes acquire_all's reply (parseVote, one pair per lock
+// of the group): its refusals are "held" (the lock-th lock of the group is
+// held) and "behind" (a waiter is next for it), the reason naming its
+// resource.
 func parseAllGrant(reply any, leases []*Lease, group []int) (multiGrant, error) {
-	bad := fmt.Errorf("%w: acquire_all reply %s", errBadReply, describeReply(reply))
-	vals, ok := reply.([]any)
-	if !ok || len(vals) < 2 {
-		return multiGrant{}, bad
-	}
-	var g multiGrant
-	switch vals[0] {
-	case int64(3):
-		return sitOutGrant(reply, vals)
-	case int64(1):
-		g, ok = allGranted(vals[1:], len(group))
-	case int64(0):
-		g, ok = allRefused(vals[1:], leases, group)
-	default:
-		ok = false
-	}
-	if !ok {
-		return multiGrant{}, bad
-	}
-	return g, nil
-}
-
-// allGranted decodes a grant's pairs, one {counter, pttl} per lock of the
-// group: the counters in order, and the shortest TTL left of a lock the
-// node granted over a remainder (pttl > 0). It reports false for a reply
-// of another shape.
-func allGranted(pairs []any, n int) (multiGrant, bool) {
-	if len(pairs) != 2*n {
-		return multiGrant{}, false
-	}
-	g := multiGrant{ok: true, counters: make([]fencing.Token, n)}
-	for k := range n {
-		s, ok1 := pairs[2*k].(string)
-		ms, ok2 := pairs[2*k+1].(int64)
-		c, err := fencing.ParseToken(s)
-		if !ok1 || !ok2 || err != nil || ms < 0 {
-			return multiGrant{}, false
+	return parseVote(reply, len(group), "acquire_all", func(r voteReply) (string, bool) {
+		if r.lock < 1 || r.lock > int64(len(group)) || r.readers != 0 {
+			return "", false
 		}
-		g.counters[k] = c
-		if left := time.Duration(ms) * time.Millisecond; ms > 0 && (g.left == 0 || left < g.left) {
-			g.left = left
+		res := leases[group[r.lock-1]].resource
+		switch r.verdict {
+		case verdictHeld:
+			return fmt.Sprintf("%q is held", res), true
+		case verdictBehind:
+			return fmt.Sprintf("%q: %s", res, queuedReason), r.ms == 0
 		}
-	}
-	return g, true
-}
-
-// allRefused decodes a refusal, {pttl, k} (the k-th lock of the group is
-// held) or {pttl, k, ms} (others wait for it): the holder's TTL and the
-// reason naming the resource. It reports false for a reply of another
-// shape.
-func allRefused(rest []any, leases []*Lease, group []int) (multiGrant, bool) {
-	if len(rest) < 2 || len(rest) > 3 {
-		return multiGrant{}, false
-	}
-	ttl, ok1 := rest[0].(int64)
-	k, ok2 := rest[1].(int64)
-	if !ok1 || !ok2 || k < 1 || int(k) > len(group) {
-		return multiGrant{}, false
-	}
-	g := multiGrant{holderTTL: pttl(ttl)}
-	res := leases[group[k-1]].resource
-	if len(rest) == 3 {
-		g.reason = fmt.Sprintf("%q: %s", res, queuedReason)
-	} else {
-		g.reason = fmt.Sprintf("%q is held", res)
-	}
-	return g, true
+		return "", false
+	})
 }
 
 // releaseHere deletes the given leases' locks on one node, where their

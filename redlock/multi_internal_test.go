@@ -42,32 +42,33 @@ func TestEverySlotHasATag(t *testing.T) {
 func TestParseAllGrant(t *testing.T) {
 	leases := []*Lease{{resource: "a"}, {resource: "b"}, {resource: "c"}}
 	group := []int{2, 0} // the call asked for c, then a
-	g, err := parseAllGrant([]any{int64(1), "7", int64(0), "9", int64(1500)}, leases, group)
+	g, err := parseAllGrant(vrep("granted", 0, "", 0, 0, "7", int64(0), "9", int64(1500)), leases, group)
 	require.NoError(t, err)
 	require.True(t, g.ok)
 	require.Equal(t, []fencing.Token{7, 9}, g.counters)
 	require.Equal(t, 1500*time.Millisecond, g.left, "the shortest remainder of a lock granted over one")
 
-	g, err = parseAllGrant([]any{int64(0), int64(800), int64(2)}, leases, group)
+	g, err = parseAllGrant(vrep("held", 800, "", 2, 0), leases, group)
 	require.NoError(t, err)
 	require.False(t, g.ok)
 	require.Equal(t, 800*time.Millisecond, g.holderTTL)
 	require.Equal(t, `"a" is held`, g.reason, "k counts in the group's order, from 1")
 
-	g, err = parseAllGrant([]any{int64(0), int64(0), int64(1), int64(40)}, leases, group)
+	g, err = parseAllGrant(vrep("behind", 0, "", 1, 0), leases, group)
 	require.NoError(t, err)
 	require.Equal(t, `"c": `+queuedReason, g.reason)
 
 	for _, bad := range []any{
-		nil, "x", []any{int64(1)},
-		[]any{int64(1), "7", int64(0)},                          // one pair for two locks
-		[]any{int64(1), "7", int64(0), "x", int64(0)},           // not a counter
-		[]any{int64(1), "7", int64(0), "9", int64(-1)},          // negative TTL
-		[]any{int64(0), int64(800)},                             // no k
-		[]any{int64(0), int64(800), int64(3)},                   // k past the group
-		[]any{int64(0), int64(800), int64(0)},                   // k from 1
-		[]any{int64(0), int64(0), int64(1), int64(4), int64(5)}, // too long
-		[]any{int64(2), int64(0), int64(1)},                     // unknown flag
+		nil, "x", []any{"granted"},
+		vrep("granted", 0, "", 0, 0, "7", int64(0)),                 // one pair for two locks
+		vrep("granted", 0, "", 0, 0, "7", int64(0), "x", int64(0)),  // not a counter
+		vrep("granted", 0, "", 0, 0, "7", int64(0), "9", int64(-1)), // negative TTL
+		vrep("held", 800, "", 0, 0),                                 // no lock
+		vrep("held", 800, "", 3, 0),                                 // lock past the group
+		vrep("behind", 40, "", 1, 0),                                // a free lock with a TTL
+		vrep("held", 800, "", 1, 0, int64(4)),                       // too long
+		vrep("readers", 800, "", 1, 2),                              // not acquire_all's
+		[]any{int64(0), int64(800), int64(2)},                       // the old shape
 	} {
 		g, err := parseAllGrant(bad, leases, group)
 		require.ErrorIs(t, err, errBadReply, "%#v", bad)

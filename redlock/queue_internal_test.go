@@ -30,7 +30,7 @@ func newQueueNodes(t *testing.T, n int, now time.Time) []queueNode {
 
 func (q queueNode) acquire(t *testing.T, key, token string, p *place) grant {
 	t.Helper()
-	a := acquireArgs{keys: lockKeys(key), token: token, owner: "o", ttl: 10 * time.Second, step: "1000000"}
+	a := acquireArgs{keys: lockKeys(key), token: token, owner: "o", ttl: 10 * time.Second}
 	if p != nil {
 		a.queue = &queueArgs{member: p.member, ticket: p.ticketArg(), ttl: p.ttl}
 	}

@@ -45,35 +45,69 @@ type grant struct {
 	handed bool
 }
 
-// parseGrant decodes the acquire script's reply {1, counter} (the counter a
-// decimal string, exact at any size), {1, counter, pttl} when the caller's
-// token already held the lock, {2, counter, pttl} when the caller's place
-// did (a hand-over), {0, pttl}, or {0, pttl, ticket, ms} from a lock with a
-// wait queue.
-func parseGrant(reply any) (grant, error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) < 2 || len(vals) > 4 {
-		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+// The acquire script's verdicts (scripts/acquire.lua): the first field of
+// its one reply {verdict, counter, ms, ticket, wait, why}.
+const (
+	verdictGranted = "granted" // a new holder, counted
+	verdictRetried = "retried" // the token already held it: a retried call
+	verdictHanded  = "handed"  // the caller's place holds it: a hand-over
+	verdictHeld    = "held"    // another token holds it
+	verdictBehind  = "behind"  // free, but an earlier waiter is next
+	verdictSitOut  = "sitout"  // the node may not grant for ms (why)
+)
+
+// acquireReply is the acquire script's reply, its fields read by their
+// places and checked for their types (the values are not checked yet).
+type acquireReply struct {
+	verdict, counter, why string
+	ms, ticket, wait      int64
+}
+
+// readAcquireReply reads the six fields of reply; ok is false for a reply
+// of another shape.
+func readAcquireReply(reply any) (r acquireReply, ok bool) {
+	vals, isArray := reply.([]any)
+	if !isArray || len(vals) != 6 {
+		return r, false
 	}
-	flag, ok := vals[0].(int64)
+	var okV, okC, okM, okT, okW, okY bool
+	r.verdict, okV = vals[0].(string)
+	r.counter, okC = vals[1].(string)
+	r.ms, okM = vals[2].(int64)
+	r.ticket, okT = vals[3].(int64)
+	r.wait, okW = vals[4].(int64)
+	r.why, okY = vals[5].(string)
+	return r, okV && okC && okM && okT && okW && okY
+}
+
+// parseGrant decodes the acquire script's reply {verdict, counter, ms,
+// ticket, wait, why} (scripts/acquire.lua): "granted" with the counter (a
+// decimal string, exact at any size), "retried" when the caller's token
+// already held the lock and "handed" when the caller's place did (a
+// hand-over), each with the counter and the ms the lock has left; "held"
+// and "behind" refusals with the holder's PTTL and, from a lock with a
+// wait queue, the caller's ticket and what the head's place has left;
+// "sitout" with the ms the node sits out and why.
+func parseGrant(reply any) (grant, error) {
+	r, ok := readAcquireReply(reply)
 	if !ok {
 		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
-	if flag == 3 {
-		return parseSitOut(reply, vals)
-	}
-	var g grant
-	switch v := vals[1].(type) {
-	case string:
-		c, err := fencing.ParseToken(v)
-		if err != nil && (flag == 1 || flag == 2) && len(vals) < 4 {
-			return grant{}, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(v))
+	g, ok := grant{}, false
+	var err error
+	switch r.verdict {
+	case verdictSitOut:
+		if r.counter != "" || r.ticket != 0 || r.wait != 0 {
+			break
 		}
-		g, ok = parseHeld(flag, c, vals)
-	case int64:
-		g, ok = parseRefusal(flag, v, vals)
-	default:
-		ok = false
+		return parseSitOut(reply, []any{int64(3), r.ms, r.why})
+	case verdictGranted, verdictRetried, verdictHanded:
+		g, ok, err = parseHeld(r)
+	case verdictHeld, verdictBehind:
+		g, ok = parseRefusal(r)
+	}
+	if err != nil {
+		return grant{}, err
 	}
 	if !ok {
 		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
@@ -81,8 +115,10 @@ func parseGrant(reply any) (grant, error) {
 	return g, nil
 }
 
-// parseSitOut decodes {3, ms, why}: a node that may have lost data
-// refuses for ms more milliseconds (scripts/trust.lua).
+// parseSitOut decodes {3, ms, why} (rehold's reply, and the "sitout"
+// verdict of the granting scripts, their fields put in that shape): a
+// node that may have lost data refuses for ms more milliseconds
+// (scripts/trust.lua).
 func parseSitOut(reply any, vals []any) (grant, error) {
 	ms, ok1 := vals[1].(int64)
 	why, ok2 := "", len(vals) == 3
@@ -100,7 +136,7 @@ func parseSitOut(reply any, vals []any) (grant, error) {
 	return grant{Reason: fmt.Sprintf("%s: %s; it grants again in %s", rejoiningReason, text, left), HolderTTL: left}, nil
 }
 
-// sitOutGrant decodes {3, ms, why} for the scripts that grant several
+// sitOutGrant is parseSitOut for the scripts that grant several
 // locks, or a read-write lock (multiGrant).
 func sitOutGrant(reply any, vals []any) (multiGrant, error) {
 	g, err := parseSitOut(reply, vals)
@@ -116,41 +152,32 @@ var lossReasons = map[string]string{
 	"key-lost":   "the lock key is missing while its fence counter records a live lease (evicted or deleted)",
 }
 
-// parseHeld decodes a reply whose lock the caller holds: {1, counter}, {1,
-// counter, pttl} or {2, counter, pttl}, the counter c already parsed.
-func parseHeld(flag int64, c fencing.Token, vals []any) (grant, bool) {
-	if flag != 1 && flag != 2 || len(vals) == 4 || flag == 2 && len(vals) != 3 {
-		return grant{}, false
+// parseHeld decodes a reply whose lock the caller holds: "granted" (ms
+// 0: the grant lasts the full lease), "retried" or "handed" (ms what the
+// lock has left, at least a millisecond: PX rounds up). A counter that is
+// not a positive canonical decimal is an error of its own.
+func parseHeld(r acquireReply) (grant, bool, error) {
+	c, err := fencing.ParseToken(r.counter)
+	if err != nil {
+		return grant{}, false, fmt.Errorf("%w: fence counter is not a positive canonical decimal (%d bytes)", errBadReply, len(r.counter))
 	}
-	g := grant{OK: flag == 1, Counter: c, handed: flag == 2}
-	if len(vals) == 3 {
-		// The token already held the lock: the validity counts from what
-		// it has left, at least a millisecond (PX rounds up).
-		ms, ok := vals[2].(int64)
-		if !ok || ms < 1 {
-			return grant{}, false
-		}
-		g.left = time.Duration(ms) * time.Millisecond
+	if r.ticket != 0 || r.wait != 0 || r.why != "" || (r.verdict == verdictGranted) != (r.ms == 0) || r.ms < 0 {
+		return grant{}, false, nil
 	}
-	return g, true
+	g := grant{OK: r.verdict != verdictHanded, Counter: c, handed: r.verdict == verdictHanded}
+	g.left = time.Duration(r.ms) * time.Millisecond
+	return g, true, nil
 }
 
-// parseRefusal decodes a refusal: {0, pttl} or {0, pttl, ticket, ms}.
-func parseRefusal(flag, ttl int64, vals []any) (grant, bool) {
-	if flag != 0 || ttl < -2 || len(vals) == 3 {
+// parseRefusal decodes a refusal, "held" (ms the holder's PTTL) or
+// "behind" (ms 0), with the caller's ticket and the head's time left
+// (both 0 without a queue).
+func parseRefusal(r acquireReply) (grant, bool) {
+	if r.counter != "" || r.why != "" || r.ms < -2 || r.ticket < 0 || r.wait < 0 || r.verdict == verdictBehind && r.ms != 0 {
 		return grant{}, false
 	}
-	g := grant{HolderTTL: pttl(ttl)}
-	if len(vals) == 2 {
-		return g, true
-	}
-	ticket, ok1 := vals[2].(int64)
-	left, ok2 := vals[3].(int64)
-	if !ok1 || !ok2 || ticket < 0 || left < 0 {
-		return grant{}, false
-	}
-	g.ticket, g.headLeft = ticket, time.Duration(left)*time.Millisecond
-	if ttl == 0 {
+	g := grant{HolderTTL: pttl(r.ms), ticket: r.ticket, headLeft: time.Duration(r.wait) * time.Millisecond}
+	if r.verdict == verdictBehind {
 		g.Reason = queuedReason
 	}
 	return g, true
@@ -273,29 +300,51 @@ type cleanReply struct{ cleanError }
 // RedisError marks the error as a server's reply (redis.Error).
 func (*cleanReply) RedisError() {}
 
-// parseReleased decodes the release script's reply: 0 when the token did
-// not hold the lock, else 1 + the subscribers reached; {that, head} when
-// it named the head of the wait queue; {that, head, counter} when it
-// handed the lock over to the head.
+// parseReleased decodes the release script's reply {verdict, heard, head,
+// counter} (scripts/release.lua): "notheld" when the token did not hold
+// the lock, "released" with the subscribers that heard the announcement
+// and the head of the wait queue it named ("" for none), "handed" with
+// those and the counter that counted the head as the new holder.
 func parseReleased(reply any) (released, error) {
-	var err error
-	v, ok := reply.(int64)
-	var r released
-	if vals, isArray := reply.([]any); isArray && (len(vals) == 2 || len(vals) == 3) {
-		v, ok = vals[0].(int64)
-		r.head, _ = vals[1].(string)
-		ok = ok && r.head != "" && v > 0
-		if len(vals) == 3 {
-			c, _ := vals[2].(string)
-			r.counter, err = fencing.ParseToken(c)
-			ok = ok && err == nil
+	vals, ok := reply.([]any)
+	bad := fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
+	if !ok || len(vals) != 4 {
+		return released{}, bad
+	}
+	verdict, okV := vals[0].(string)
+	heard, okH := vals[1].(int64)
+	head, okD := vals[2].(string)
+	counter, okC := vals[3].(string)
+	if !okV || !okH || !okD || !okC || heard < 0 {
+		return released{}, bad
+	}
+	r := released{released: verdict != "notheld", listeners: int(heard), head: head}
+	if !releaseFields(verdict, heard, head, counter) {
+		return released{}, bad
+	}
+	if verdict == "handed" {
+		c, err := fencing.ParseToken(counter)
+		if err != nil {
+			return released{}, bad
 		}
+		r.counter = c
 	}
-	if !ok || v < 0 {
-		return released{}, fmt.Errorf("%w: release reply %s", errBadReply, describeReply(reply))
-	}
-	r.released, r.listeners = v > 0, int(max(v-1, 0))
 	return r, nil
+}
+
+// releaseFields reports whether a release reply's fields fit its verdict:
+// "notheld" carries none, "released" no counter, "handed" a head (its
+// counter is checked by the caller).
+func releaseFields(verdict string, heard int64, head, counter string) bool {
+	switch verdict {
+	case "notheld":
+		return heard == 0 && head == "" && counter == ""
+	case "released":
+		return counter == ""
+	case "handed":
+		return head != ""
+	}
+	return false
 }
 
 // parseRehold decodes the rehold script's reply: {1, counter} when done,

@@ -183,7 +183,8 @@ func (rw *RWLock) writeRequest(id string, last **Lease) request {
 		mode = "try"
 	}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep, mode, id, nodeTTL(rw.intentTTL())}, g.trust...)
+		fm, fv := floorArgs(g.floor)
+		args := append([]any{ls.token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), fm, fv, mode, id, nodeTTL(rw.intentTTL())}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWWrite, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -201,7 +202,8 @@ func (rw *RWLock) readRequest() request {
 	ls.notify = rw.keys[0] // a waiting writer hears the release
 	keys := []string{rw.keys[0], rw.keys[1], rw.readers, rw.intent, rk}
 	return rw.request(ls, func(ctx context.Context, i int, g grantGate) (any, error) {
-		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), g.floor, l.seedStep}, g.trust...)
+		fm, fv := floorArgs(g.floor)
+		args := append([]any{token, l.cfg.Owner, nodeTTL(l.cfg.LeaseDuration), fm, fv}, g.trust...)
 		return l.nodes[i].Eval(ctx, scripts.RWRead, g.withMarker(keys, keys[0]), args...)
 	})
 }
@@ -228,20 +230,31 @@ func (rw *RWLock) request(ls *Lease, eval func(ctx context.Context, i int, g gra
 }
 
 // parseRWGrant decodes rw_write's and rw_read's replies (parseVote, one
-// lock), whose refusals are {0, pttl} (a writer holds it), {0, ms,
-// readers} (readers hold it) or {0, ms, 0, 1} (a writer waits).
+// lock, lock 1), whose refusals are "held" (a writer holds it), "readers"
+// (that many readers hold it: rw_write) or "intent" (a writer waits:
+// rw_read).
 func parseRWGrant(reply any) (vote, error) {
-	return parseVote(reply, 1, "read-write lock", func(vals []any) (string, bool) {
-		switch len(vals) {
-		case 2:
-			return "", true
-		case 3:
-			n, _ := vals[2].(int64)
-			return fmt.Sprintf("%d readers hold it", n), true
+	return parseVote(reply, 1, "read-write lock", func(r voteReply) (string, bool) {
+		if r.lock != 1 || r.readers != 0 && r.verdict != verdictReaders {
+			return "", false
 		}
-		return "a writer waits for it", len(vals) == 4
+		switch r.verdict {
+		case verdictHeld:
+			return "", true
+		case verdictReaders:
+			return fmt.Sprintf("%d readers hold it", r.readers), r.readers > 0
+		case verdictIntent:
+			return "a writer waits for it", true
+		}
+		return "", false
 	})
 }
+
+// The read-write lock's own refusals (scripts/rw_write.lua, rw_read.lua).
+const (
+	verdictReaders = "readers" // live readers hold it
+	verdictIntent  = "intent"  // a writer waits for it
+)
 
 // RWStatus is the state of a read-write lock across the nodes
 // (RWLock.Inspect).

@@ -204,7 +204,7 @@ func TestWaitingFairHandedMajority(t *testing.T) {
 	for _, n := range nodes {
 		n.await(t, "release") // Release returned at a majority
 		rel := n.scriptCalls("release")
-		require.Equal(t, member, rel[0].args[5], "%s: the release removes the place", n.addr)
+		require.Equal(t, []any{"place", member}, rel[0].args[6:8], "%s: the release removes the place", n.addr)
 	}
 }
 

@@ -6,39 +6,51 @@
 --   lock's wait queue, tickets P{R}:queue and their expiry times
 --   P{R}:queue:exp (queue.lua, docs/design.md section 11.1), KEYS[5]
 --   (optional) the node's marker key (trust.lua)
--- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in ms, ARGV[4]
---   floor of the counter: a canonical decimal below which an existing
---   counter is raised to it before the increment, or "" for none (the
---   node's own floor, the marker's from, always applies: trust.lua),
---   ARGV[5] unused (was the seed step: counter.lua's c_step is a node
---   constant), ARGV[6] the place of a fair Acquire in the wait queue (""
---   for an attempt that does not queue): its waiter id, followed by what
---   the lock is handed over to it with (queue.lua, q_member), ARGV[7] its
---   ticket (0 for none yet), ARGV[8] how long its place lasts, in ms,
---   ARGV[9] the rejoin delay in ms (trust.lua, t_trust; "" or negative: 0)
--- Replies:
---   {1, counter}           granted; counter a decimal string
---   {1, counter, pttl}     the token already holds it (a client-side retry
---                          of a call that was applied): no new holder is
---                          counted; pttl is what the lock has left, which
---                          the caller counts its validity from
---   {2, counter, pttl}     the lock was handed over to the caller's place
---                          (its token is the place's, queue.lua q_member):
---                          reported and left as it is
---   {0, pttl}              another token holds it and the caller does not
---                          queue (ARGV[6] "" or no queue keys)
---   {0, pttl, ticket, ms}  refused with a queue: the lock is held (pttl),
---                          or free (pttl 0) but an earlier waiter is next;
---                          ticket is the caller's (0 when it does not
---                          queue), ms what the head's place has left (0
---                          when the caller is the head)
---   {3, ms, why}           the node may not grant for ms (trust.lua; also
---                          in place of the retried call's and the
---                          hand-over's answers): why is no-marker,
---                          identity, clock-back, "data state unknown: ..."
---                          (INFO refused), or key-lost when the lock key is
---                          missing while its counter records a live lease
---                          (counter.lua, C5)
+-- ARGV[1] token, ARGV[2] owner label, ARGV[3] lease TTL in ms,
+--   ARGV[4] floor mode: "floor" (an existing counter below ARGV[5], a
+--   canonical decimal, is raised to it before the increment) or "none"
+--   (absent: "none"; the node's own floor, the marker's from, always
+--   applies: trust.lua), ARGV[5] the floor (mode "floor"),
+--   ARGV[6] queue mode: "queue" (a fair Acquire: a refusal takes or keeps
+--   its place in the wait queue) or "alone" (it does not queue; absent:
+--   "alone"), ARGV[7] its place (mode "queue"): the waiter id, or the
+--   member that also says what the lock is handed over to it with
+--   (queue.lua, q_member), ARGV[8] ticket mode (mode "queue"): "agreed"
+--   (ARGV[9] is a ticket the waiter agreed on) or "propose" (it has none
+--   yet: ARGV[9] is its arrival time in microseconds on its own clock,
+--   proposed as its ticket), ARGV[9] that ticket or time, ARGV[10] how
+--   long its place lasts, in ms (mode "queue"), ARGV[11] the rejoin delay
+--   in ms (trust.lua, t_trust; negative, the rule off, counts as 0)
+-- A mode of another name is an ERR error, before anything is read.
+-- Reply: always {verdict, counter, ms, ticket, wait, why}, each field in
+-- its place and of its type whatever the verdict (a field the verdict
+-- does not use is "" or 0):
+--   verdict  "granted"  the caller holds it now, counted as a new holder
+--            "retried"  the token already held it (a client-side retry of
+--                       a call that was applied): no new holder is
+--                       counted; the caller counts its validity from ms
+--            "handed"   the lock was handed over to the caller's place
+--                       (its token is the place's, queue.lua q_member):
+--                       reported and left as it is
+--            "held"     another token holds it
+--            "behind"   it is free, but an earlier waiter of its queue is
+--                       next
+--            "sitout"   the node may not grant for ms (trust.lua; also in
+--                       place of "retried" and "handed")
+--   counter  the fence counter, a decimal string ("granted", "retried",
+--            "handed"; else "")
+--   ms       what the lock has left, its PTTL ("retried", "handed",
+--            "held"; 0 for "behind"), or how long the node sits out
+--            ("sitout")
+--   ticket   the caller's ticket in the queue ("held", "behind"; 0 when
+--            it does not queue: mode "alone" or no queue keys)
+--   wait     what the head's place has left, in ms ("held", "behind"; 0
+--            when the caller is the head or does not queue)
+--   why      why the node sits out ("sitout"): no-marker, identity,
+--            clock-back, "data state unknown: ..." (INFO refused), or
+--            key-lost when the lock key is missing while its counter
+--            records a live lease (counter.lua, C5)
+-- Errors:
 --   error REPLICA ...      the node is a replica
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1 (nothing is written)
@@ -55,44 +67,72 @@
 -- same key names is never changed. The first write of a grant is SET
 -- and of a refusal that queues ZADD, both refused by a node out of memory
 -- (Redis lets a script that has written once go on writing).
+local floor_mode, queue_mode, ticket_mode = ARGV[4] or 'none', ARGV[6] or 'alone', ARGV[8]
+if floor_mode ~= 'floor' and floor_mode ~= 'none' then
+  return redis.error_reply('ERR redlock acquire: floor mode ' .. floor_mode .. ' is neither floor nor none')
+end
+if queue_mode ~= 'queue' and queue_mode ~= 'alone' then
+  return redis.error_reply('ERR redlock acquire: queue mode ' .. queue_mode .. ' is neither queue nor alone')
+end
+if queue_mode == 'queue' and ticket_mode ~= 'agreed' and ticket_mode ~= 'propose' then
+  return redis.error_reply('ERR redlock acquire: ticket mode ' .. tostring(ticket_mode) .. ' is neither agreed nor propose')
+end
+-- given is the caller's floor ('' for none: t_gate), wid the caller's
+-- place ('' when it does not queue).
+local given, wid = '', ''
+if floor_mode == 'floor' then given = ARGV[5] end
+if queue_mode == 'queue' then wid = ARGV[7] end
+-- join takes or keeps the caller's place (queue.lua, q_join).
+local function join(now)
+  return q_join(KEYS[3], KEYS[4], wid, ticket_mode == 'agreed', tonumber(ARGV[9]) or 0, tonumber(ARGV[10]) or 1000, now)
+end
+-- reply is the script's one reply, its fields in their places (header).
+local function reply(verdict, counter, ms, ticket, wait, why)
+  return {verdict, counter or '', ms or 0, ticket or 0, wait or 0, why or ''}
+end
+-- gate is t_gate with its refusal {3, ms, why} as the "sitout" reply.
+local function gate()
+  local floor, refusal, checked = t_gate(KEYS[5], ARGV[11], given)
+  if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = reply('sitout', '', refusal[2], 0, 0, refusal[3]) end
+  return floor, refusal, checked
+end
 local cur, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local fence, bad = nil, nil
--- held answers for the caller's own lock (flag 1) or its place's (flag
--- 2): the node must still be
--- trusted (a replica, or a node that lost data since, answers no grant).
--- A counter lost while the lock stood is counted again from the clock.
-local function held(flag)
+-- held answers for the caller's own lock ("retried") or its place's
+-- ("handed"): the node must still be trusted (a replica, or a node that
+-- lost data since, answers no grant). A counter lost while the lock stood
+-- is counted again from the clock.
+local function held(verdict)
   local f, b = c_read(KEYS[2])
   if b then return redis.error_reply(b) end
-  local floor, refusal = t_gate(KEYS[5], ARGV[9], ARGV[4])
+  local floor, refusal = gate()
   if not floor then return refusal end
   local p = redis.call('PTTL', KEYS[1])
   if not f then f = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
-  return {flag, f, p}
+  return reply(verdict, f, p)
 end
-if l_holds(cur, ARGV[1]) then return held(1) end
-local wid = ARGV[6] or ''
+if l_holds(cur, ARGV[1]) then return held('retried') end
 if cur and wid ~= '' then
   -- A lock handed over to the caller's place (under the place's own
   -- token) is reported, not taken: only the place's Acquire may use it.
   local _, _, _, value = q_member(wid)
-  if l_holds(cur, l_token(value)) then return held(2) end
+  if l_holds(cur, l_token(value)) then return held('handed') end
 end
 if cur and (wid == '' or not KEYS[3]) then
-  return {0, redis.call('PTTL', KEYS[1])}
+  return reply('held', '', redis.call('PTTL', KEYS[1]))
 end
 local err = nil
 if cur then
   -- Busy: the caller takes (or keeps) its place, then learns the head.
   local now = q_now()
   local ticket, head, left, gone
-  ticket, err = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now)
+  ticket, err = join(now)
   if err then return redis.error_reply(err) end
   head, left, gone = q_scan(KEYS[3], KEYS[4], now)
   q_purge(KEYS[3], KEYS[4], gone)
   if head == wid then left = 0 end
-  return {0, redis.call('PTTL', KEYS[1]), ticket, left}
+  return reply('held', '', redis.call('PTTL', KEYS[1]), ticket, left)
 end
 -- Free: granted to the head of the live queue, or to anyone when it has
 -- none.
@@ -105,23 +145,23 @@ if head and head ~= wid then
   local ticket = 0
   if wid ~= '' then
     -- ZADD first: a node out of memory refuses before anything is written
-    ticket, err = q_join(KEYS[3], KEYS[4], wid, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 1000, now or q_now())
+    ticket, err = join(now or q_now())
     if err then return redis.error_reply(err) end
     q_purge(KEYS[3], KEYS[4], gone)
     head, left, gone = q_scan(KEYS[3], KEYS[4], now)
   end
   if head ~= wid then
-    return {0, 0, ticket, left}
+    return reply('behind', '', 0, ticket, left)
   end
 end
 local upto
 fence, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
-local floor, refusal, checked = t_gate(KEYS[5], ARGV[9], ARGV[4])
+local floor, refusal, checked = gate()
 if not floor then return refusal end
 local us = c_now()
 local lost = c_lost(upto, us)
-if checked and lost > 0 then return {3, lost, 'key-lost'} end
+if checked and lost > 0 then return reply('sitout', '', lost, 0, 0, 'key-lost') end
 if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
@@ -132,4 +172,4 @@ if head and head == wid then
   redis.call('ZREM', KEYS[4], wid)
 end
 q_purge(KEYS[3], KEYS[4], gone)
-return {1, c_count(KEYS[2], fence, floor, us + tonumber(ARGV[3]) * 1000)}
+return reply('granted', c_count(KEYS[2], fence, floor, us + tonumber(ARGV[3]) * 1000))

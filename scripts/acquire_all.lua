@@ -8,29 +8,58 @@
 --   P{R}:queue and expiries P{R}:queue:exp (queue.lua); then KEYS[4n+1]
 --   (optional) the node's marker key (trust.lua). All share one Redis
 --   Cluster slot (the caller groups them by slot)
--- ARGV[1] owner label, ARGV[2] lease TTL in ms, ARGV[3] floor of the
---   counters ("" for none, acquire.lua), ARGV[4] unused (was the seed
---   step), ARGV[4+k] the k-th lock's token, ARGV[5+n] the rejoin delay in
---   ms (trust.lua, t_trust; "" or negative: 0), n the number of locks
--- Replies:
---   {1, counter 1, pttl 1, counter 2, pttl 2, ...}
---                          every lock granted: each counter a decimal
---                          string, each pttl 0 for a new grant, or what the
---                          lock had left when its token already held it (a
---                          client-side retry of a call that was applied; no
---                          new holder is counted)
---   {0, pttl, k}           the k-th lock is held by another token
---   {0, 0, k, ms}          the k-th lock is free but a waiter of its queue
---                          is next (ms: what that waiter's place has left)
---   {3, ms, why}           the node may not grant for ms (trust.lua), also
---                          when every lock is already the caller's (a
---                          retried call); why key-lost when a free lock's
---                          counter records a live lease (counter.lua, C5)
+-- ARGV[1] owner label, ARGV[2] lease TTL in ms, ARGV[3] floor mode:
+--   "floor" (an existing counter below ARGV[4] is raised to it, as in
+--   acquire.lua) or "none" (absent: "none"), ARGV[4] the floor (mode
+--   "floor"), ARGV[4+k] the k-th lock's token, ARGV[5+n] the rejoin delay
+--   in ms (trust.lua, t_trust; negative counts as 0), n the number of
+--   locks
+-- Reply: always {verdict, ms, why, lock, readers} (the granting scripts'
+-- one family: rw_write.lua, rw_read.lua), each field in its place and of
+-- its type whatever the verdict (one the verdict does not use is "" or
+-- 0), followed, for "granted" only, by a counter and a time left per lock:
+--   verdict  "granted"  every lock granted: then counter 1, left 1,
+--                       counter 2, left 2, ...; each counter a decimal
+--                       string, each left 0 for a new grant, or what the
+--                       lock had left when its token already held it (a
+--                       client-side retry of a call that was applied; no
+--                       new holder is counted)
+--            "held"     the lock-th lock is held by another token: ms its
+--                       PTTL
+--            "behind"   the lock-th lock is free but a waiter of its queue
+--                       is next (ms 0, as the lock is free)
+--            "sitout"   the node may not grant for ms (trust.lua), also
+--                       when every lock is already the caller's (a retried
+--                       call); why key-lost when a free lock's counter
+--                       records a live lease (counter.lua, C5)
+--   ms, why, lock  as the verdict says; readers is always 0 here
+-- Errors:
+--   error ERR ...          a floor mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   a free lock's counter is at 2^63-1
 -- Every check runs before the first write (as in acquire.lua): an error
 -- or a refusal writes nothing, and the first write is a SET.
+local floor_mode = ARGV[3] or 'none'
+if floor_mode ~= 'floor' and floor_mode ~= 'none' then
+  return redis.error_reply('ERR redlock acquire_all: floor mode ' .. floor_mode .. ' is neither floor nor none')
+end
+-- given is the caller's floor ('' for none: t_gate).
+local given = ''
+if floor_mode == 'floor' then given = ARGV[4] end
+-- vote is the script's one reply, its fields in their places (header),
+-- the counters and times left of a grant after them.
+local function vote(verdict, ms, why, lock, readers, grants)
+  local r = {verdict, ms or 0, why or '', lock or 0, readers or 0}
+  for _, x in ipairs(grants or {}) do table.insert(r, x) end
+  return r
+end
+-- gate is t_gate with its refusal {3, ms, why} as the "sitout" reply.
+local function gate(km, delay)
+  local floor, refusal, checked = t_gate(km, delay, given)
+  if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = vote('sitout', refusal[2], refusal[3]) end
+  return floor, refusal, checked
+end
 local n = (#KEYS - #KEYS % 4) / 4
 local km = KEYS[4 * n + 1]
 local fences, mine, gones, untils = {}, {}, {}, {}
@@ -39,7 +68,7 @@ for k = 1, n do
   local cur, lerr = l_get(kl)
   if lerr then return lerr end
   if cur and not l_holds(cur, ARGV[4+k]) then
-    return {0, redis.call('PTTL', kl), k}
+    return vote('held', redis.call('PTTL', kl), '', k)
   end
   local fence, bad, u = c_read(kf)
   if bad then return redis.error_reply(bad) end
@@ -47,9 +76,9 @@ for k = 1, n do
   if cur then
     mine[k] = true
   else
-    local head, left, gone, err = q_scan(kq, ke, nil)
+    local head, _, gone, err = q_scan(kq, ke, nil)
     if err then return redis.error_reply(err) end
-    if head then return {0, 0, k, left} end
+    if head then return vote('behind', 0, '', k) end
     if fence == c_top then
       return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. kf .. ' is at ' .. c_top ..
         ', the largest counter Redis holds: no greater fencing token can be issued')
@@ -58,17 +87,17 @@ for k = 1, n do
   end
   fences[k] = fence
 end
-local floor, refusal, checked = t_gate(km, ARGV[5 + n], ARGV[3])
+local floor, refusal, checked = gate(km, ARGV[5 + n])
 if not floor then return refusal end
 local us = c_now()
 for k = 1, n do
   if checked and not mine[k] then
     local lost = c_lost(untils[k], us)
-    if lost > 0 then return {3, lost, 'key-lost'} end
+    if lost > 0 then return vote('sitout', lost, 'key-lost') end
   end
 end
 local upto = us + tonumber(ARGV[2]) * 1000
-local out = {1}
+local out = {}
 for k = 1, n do
   local kl, kf = KEYS[4*k-3], KEYS[4*k-2]
   if mine[k] then
@@ -84,4 +113,4 @@ for k = 1, n do
     table.insert(out, 0)
   end
 end
-return out
+return vote('granted', 0, '', 0, 0, out)

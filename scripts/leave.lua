@@ -1,6 +1,6 @@
 -- model: leave
 -- leave: take a waiter out of a lock's wait queue (an Acquire that ended
--- without the lock). With ARGV[4] "give", a lock the waiter's token holds
+-- without the lock). In mode "give", a lock the waiter's token holds
 -- here (handed over to it: queue.lua, q_give) is given up too. When the
 -- waiter was the head of a free lock, or gave the lock up, the new head is
 -- announced on the release channel, so that it tries at once (no hand-over
@@ -11,13 +11,20 @@
 --   given up ends its lease: counter.lua, c_end), KEYS[3] and KEYS[4] the
 --   lock's wait queue, tickets P{R}:queue and expiries P{R}:queue:exp
 -- ARGV[1] the waiter's place (its id, or the member of q_member), ARGV[2]
---   release channel, ARGV[3] the announcement's id, ARGV[4] "give" or ""
+--   release channel, ARGV[3] the announcement's id, ARGV[4] mode: "give"
+--   (the place leaves and gives up a lock handed over to it) or "leave"
+--   (the place only leaves; absent: "leave")
 -- Replies:
 --   1                      the waiter was queued here or held the lock
 --   0                      neither: nothing is changed
+--   error ERR ...          a mode of another name (nothing is read)
+local mode = ARGV[4] or 'leave'
+if mode ~= 'give' and mode ~= 'leave' then
+  return redis.error_reply('ERR redlock leave: mode ' .. mode .. ' is neither give nor leave')
+end
 local _, _, _, value = q_member(ARGV[1])
 local held = false
-if value and ARGV[4] == 'give' then
+if value and mode == 'give' then
   held = l_holds(redis.pcall('GET', KEYS[1]), l_token(value))
 end
 local first, _, _, err = q_scan(KEYS[3], KEYS[4], nil)

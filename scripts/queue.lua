@@ -62,22 +62,23 @@ end
 
 -- q_join gives waiter id a place for ttl milliseconds and returns its
 -- ticket, or nil and an error when a queue key holds someone else's data
--- (then nothing was written). t > 0 is a ticket the waiter agreed on (the
--- highest a node gave it): it keeps the higher of that and the one it
--- holds here. t <= 0 is a newcomer's proposal, -t (its arrival time in
--- microseconds on its own clock): it is given that, but never less than
--- one above the last waiter's here. Both keys outlive their longest place
--- (by up to its TTL). Its first write is a ZADD, which a node out of memory
--- refuses.
-local function q_join(kq, ke, id, t, ttl, now)
+-- (then nothing was written). With agreed, t is a ticket the waiter agreed
+-- on (the highest a node gave it): it keeps the higher of that and the one
+-- it holds here. Without, t is a newcomer's proposal, its arrival time in
+-- microseconds on its own clock: a waiter that holds no ticket here is
+-- given that, but never less than one above the last waiter's here (one
+-- that holds one keeps the higher of the two). Both keys outlive their
+-- longest place (by up to its TTL). Its first write is a ZADD, which a node
+-- out of memory refuses.
+local function q_join(kq, ke, id, agreed, t, ttl, now)
   local cur = redis.pcall('ZSCORE', kq, id)
   if type(cur) == 'table' then return nil, q_wrong(kq, cur.err) end
   cur = tonumber(cur)
   if cur then
-    t = math.max(cur, math.abs(t))
-  elseif t <= 0 then
+    t = math.max(cur, t)
+  elseif not agreed then
     local last = redis.call('ZRANGE', kq, -1, -1, 'WITHSCORES')
-    t = math.max(-t, (tonumber(last[2]) or 0) + 1)
+    t = math.max(t, (tonumber(last[2]) or 0) + 1)
   end
   local ok = redis.pcall('ZADD', ke, now + ttl, id)
   if type(ok) == 'table' and ok.err then return nil, q_wrong(ke, ok.err) end

@@ -10,25 +10,33 @@
 --   reader of a read-write lock declares its readers index last (after
 --   KEYS[4], or KEYS[5] when a marker is given)
 -- ARGV[1] token, ARGV[2] release channel, ARGV[3] the announcement (the
---   release id waiters count it by), or "" for none; ARGV[4] the rejoin
---   delay in ms for a hand-over (negative: 0, trust.lua; "" or absent: no
---   hand-over; a node that may not grant, or a replica, hands nothing
---   over), ARGV[5] unused (was the seed step); ARGV[6] the caller's own
---   place in the wait queue ("" or absent: none), removed, and whose
+--   release id waiters count it by; mode "announce"), ARGV[4] announce
+--   mode: "announce" (tell waiters on the channel) or "quiet" (absent:
+--   "quiet"), ARGV[5] hand-over mode: "handover" (in mode "announce",
+--   hand the lock over to the head of its queue when the head asked for
+--   it; a node that may not grant, or a replica, hands nothing over) or
+--   "none" (absent: "none"), ARGV[6] the rejoin delay in ms for a
+--   hand-over (trust.lua; negative counts as 0), ARGV[7] place mode:
+--   "place" (the caller names its own place in the wait queue) or "none"
+--   (absent: "none"), ARGV[8] that place (mode "place"): removed, and its
 --   token's lock (one handed over to the place) is released as the
 --   caller's own
--- Replies:
---   0                      the caller does not hold the lock here (its own
---                          place, if named, is removed)
---   1                      released, no announcement (ARGV[3] "")
---   1 + heard              released and announced; heard is how many
---                          subscribers heard it
---   {1 + heard, head}      released, and the announcement named the head
---                          of the live queue
---   {1 + heard, head, counter}
---                          handed over to the head, counted as a new
---                          holder with counter (a decimal string)
+-- Reply: always {verdict, heard, head, counter}, each field in its place
+-- and of its type whatever the verdict (one it does not use is "" or 0):
+--   verdict  "notheld"   the caller does not hold the lock here (its own
+--                        place, if named, is removed); nothing else changed
+--            "released"  the lock is deleted
+--            "handed"    the lock was handed over to the head of its queue
+--                        (q_give), counted as a new holder with counter (a
+--                        decimal string)
+--   heard    how many subscribers heard the announcement (0 in mode
+--            "quiet")
+--   head     the head of the live queue the announcement named ("" for
+--            none)
+--   counter  the new holder's counter ("handed"; else "")
+-- Errors:
 --   error WRONGTYPE ...    the lock key holds someone else's data
+--   error ERR ...          a mode of another name (nothing is read)
 -- A lock it deletes ends its lease (counter.lua, c_end): the counter goes
 -- back to "V" for c_life, or a reader of a read-write lock leaves its
 -- readers index.
@@ -37,44 +45,55 @@
 -- set to, the lock is handed over to it instead of deleted (q_give), and
 -- the announcement (q_announce) also says the fence counter that counted
 -- it, on the channel the head named.
+local announce, handover, placed = ARGV[4] or 'quiet', ARGV[5] or 'none', ARGV[7] or 'none'
+for _, m in ipairs({{'announce', announce, 'announce', 'quiet'}, {'hand-over', handover, 'handover', 'none'},
+    {'place', placed, 'place', 'none'}}) do
+  if m[2] ~= m[3] and m[2] ~= m[4] then
+    return redis.error_reply('ERR redlock release: ' .. m[1] .. ' mode ' .. m[2] .. ' is neither ' .. m[3] .. ' nor ' .. m[4])
+  end
+end
+-- place is the caller's own place ('' for none), delay the rejoin delay
+-- of a hand-over ('' for none: q_give hands nothing over).
+local place, delay = '', ''
+if placed == 'place' then place = ARGV[8] end
+if handover == 'handover' then delay = ARGV[6] end
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local mine = l_holds(v, ARGV[1])
-if v and not mine and ARGV[6] and ARGV[6] ~= '' then
+if v and not mine and place ~= '' then
   -- A lock handed over to the caller's place after its lease was granted
   -- is the caller's too.
-  local _, _, _, value = q_member(ARGV[6])
+  local _, _, _, value = q_member(place)
   mine = l_holds(v, l_token(value))
 end
 -- unplace removes the caller's own place. A queue key that holds someone
 -- else's data is left alone.
 local function unplace()
-  if ARGV[6] and ARGV[6] ~= '' and KEYS[3] then
-    redis.pcall('ZREM', KEYS[3], ARGV[6])
-    redis.pcall('ZREM', KEYS[4], ARGV[6])
+  if place ~= '' and KEYS[3] then
+    redis.pcall('ZREM', KEYS[3], place)
+    redis.pcall('ZREM', KEYS[4], place)
   end
 end
 if not mine then
   unplace()
-  return 0
+  return {'notheld', 0, '', ''}
 end
-if ARGV[3] == '' or not KEYS[3] then
+if announce == 'quiet' or not KEYS[3] then
   redis.call('DEL', KEYS[1])
   c_end(KEYS[1], KEYS[2])
   unplace()
-  if ARGV[3] == '' then return 1 end
-  return 1 + redis.call('PUBLISH', ARGV[2], ARGV[3])
+  if announce == 'quiet' then return {'released', 0, '', ''} end
+  return {'released', redis.call('PUBLISH', ARGV[2], ARGV[3]), '', ''}
 end
 -- The caller's own place may still stand here (a late call of one of its
 -- attempts queued it again): it is passed over, never handed the lock.
 -- Without a head, q_give scanned the whole queue and removed it already.
-local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[6])
+local head, counter, hch = q_give(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], delay, place)
 if not counter then
   redis.call('DEL', KEYS[1])
   c_end(KEYS[1], KEYS[2])
 end
 if head then unplace() end
-local heard = 1 + q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
-if counter then return {heard, head, counter} end
-if head then return {heard, head} end
-return heard
+local heard = q_announce(ARGV[2], ARGV[3], head, counter, hch, KEYS[1])
+if counter then return {'handed', heard, head, counter} end
+return {'released', heard, head or '', ''}

@@ -12,11 +12,12 @@
 // the node's clock, no TTL) and "V" for 20 s after (counter.lua).
 // Every script that can answer "granted" reads INFO replication and the
 // marker (trust.lua): a replica answers an error starting "REPLICA", a
-// node that may have lost data refuses {3, ms, why}. The marker also keeps
-// the db's high-water, the least start of a new counter (counter.lua, C6),
-// and a new marker deletes those of its name in the server's other dbs
-// (trust.lua, T4); fence and renew take the marker as an optional third
-// key.
+// node that may have lost data refuses for ms, saying why (rehold's {3,
+// ms, why}, the other granting scripts' verdict "sitout"). The marker
+// also keeps the db's high-water, the least start of a new counter
+// (counter.lua, C6), and a new marker deletes those of its name in the
+// server's other dbs (trust.lua, T4); fence and renew take the marker as
+// an optional third key.
 //
 // A script's source is its own file (acquire.lua, ...) after the helpers
 // it uses, and only those (assemble.go): when the package loads, each
@@ -146,18 +147,22 @@ var (
 	// its wait queue, if it has one) and counts a new holder on the fence
 	// counter (acquire.lua): KEYS = lock, fence, (optional) queue and
 	// queue expiries, (optional) marker; ARGV = token, owner, ttl ms,
-	// floor, unused, the caller's place ("" for none), ticket, place ttl
-	// ms, rejoin delay ms (trust.lua). Replies {1, counter} when granted,
-	// the counter as a decimal string (exact beyond 2^53, unlike a Lua
-	// number), {1, counter, pttl} when the token already held it (a
-	// retried call), {2, counter, pttl} when the caller's place did (a
-	// hand-over), {0, pttl} when another token holds it and the caller
-	// does not queue, {0, pttl, ticket, head's ms left} when refused with
-	// a queue (pttl 0: free, but an earlier waiter is next), {3, ms, why}
-	// when the node may have lost data (or the lock key was lost) and sits
-	// out for ms; errors REPLICA on a replica, WRONGTYPE when a key holds
-	// someone else's data, and FENCEEXHAUSTED, with nothing written, when
-	// the counter is at 2^63-1.
+	// floor mode ("floor" or "none"), floor, queue mode ("queue" or
+	// "alone"), the caller's place, ticket mode ("agreed" or "propose"),
+	// the ticket or the arrival time in µs, place ttl ms, rejoin delay ms
+	// (trust.lua). Replies one array {verdict, counter,
+	// ms, ticket, wait, why}, each field always in its place: "granted"
+	// with the counter as a decimal string (exact beyond 2^53, unlike a
+	// Lua number), "retried" when the token already held it (a retried
+	// call) and "handed" when the caller's place did (a hand-over), both
+	// with the counter and the lock's pttl in ms; "held" when another token
+	// holds it (pttl in ms) and "behind" when it is free but an earlier
+	// waiter is next, both with the caller's ticket and the head's ms left
+	// from a lock with a queue; "sitout" when the node may have lost data
+	// (or the lock key was lost) and sits out for ms, why saying why.
+	// Errors REPLICA on a replica, WRONGTYPE when a key holds someone
+	// else's data, and FENCEEXHAUSTED, with nothing written, when the
+	// counter is at 2^63-1.
 	Acquire = newScript("acquire", acquireSrc)
 	// Fence raises the fence counter to ARGV[2] where ARGV[1] holds the
 	// lock (fence.lua): KEYS = lock (or a read-write lock's reader key),
@@ -176,22 +181,25 @@ var (
 	// the lock key holds someone else's data.
 	Renew = newScript("renew", renewSrc)
 	// Release deletes the caller's own lock (or hands it over to the head
-	// of its wait queue) and, if ARGV[3] is not empty, announces it
+	// of its wait queue) and, in mode "announce", announces it
 	// (release.lua): KEYS = lock, fence, (optional) queue and queue
 	// expiries, (optional) marker, and a reader's readers index last;
-	// ARGV = token, channel, announcement, rejoin delay ms for a hand-over
-	// ("" for none), unused, the caller's own place. Replies 0 when not
-	// held, 1 when released without an announcement, 1 + the subscribers
-	// reached when announced, {1 + the subscribers reached, head} when it
-	// named the head of the wait queue, {…, head, counter} when it handed
-	// the lock over to the head; a WRONGTYPE error when the lock key holds
-	// someone else's data.
+	// ARGV = token, channel, announcement, announce mode ("announce" or
+	// "quiet"), hand-over mode ("handover" or "none"), rejoin delay ms for
+	// a hand-over, place mode ("place" or "none"), the caller's own place.
+	// Replies one array {verdict, heard, head, counter}, each field always
+	// in its place: "notheld" when the token does not hold the lock,
+	// "released" when it deleted it, "handed" when it handed it over to
+	// the head of the wait queue (counter the new holder's); heard the
+	// subscribers that heard the announcement, head the head it named (""
+	// for none). A WRONGTYPE error when the lock key holds someone else's
+	// data.
 	Release = newScript("release", releaseSrc)
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up
 	// (leave.lua): KEYS = lock, fence, queue, queue expiries; ARGV =
-	// waiter's place, channel, announcement id, "give" to give up a lock
-	// handed over to the place. Replies 1 when the waiter was queued or
+	// waiter's place, channel, announcement id, mode: "give" to give up a
+	// lock handed over to the place too, "leave" not to. Replies 1 when the waiter was queued or
 	// held the lock, else 0.
 	Leave = newScript("leave", leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL
@@ -218,27 +226,32 @@ var (
 	// AcquireAll takes several locks on one node, all or none
 	// (acquire_all.lua): KEYS = four per lock (lock, fence, queue, queue
 	// expiries), then (optional) the marker, all in one Redis Cluster slot;
-	// ARGV = owner, ttl ms, floor, unused, one token per lock, then the
-	// rejoin delay ms. Replies {1, counter, pttl, counter, pttl, ...} (pttl
-	// 0 for a new grant, what the lock had left for a retry), {0, pttl, k}
-	// when the k-th lock is held, {0, 0, k, ms} when a waiter is next for
-	// it, {3, ms, why} when the node sits out after a loss of data (a
-	// retried call too) or a free lock's key was lost; errors REPLICA on a
-	// replica, WRONGTYPE when a key holds someone else's data, and
-	// FENCEEXHAUSTED when a free lock's counter is at 2^63-1.
+	// ARGV = owner, ttl ms, floor mode ("floor" or "none"), floor, one
+	// token per lock, then the rejoin delay ms. Replies the granting
+	// scripts' one family {verdict, ms, why, lock, readers}, each field
+	// always in its place, followed for "granted" by a counter and a time
+	// left per lock (0 for a new grant, what the lock had left for a
+	// retry); "held" when the lock-th lock is held (ms its pttl), "behind"
+	// when a waiter is next for it, "sitout" when the node sits out for ms
+	// after a loss of data (a retried call too) or a free lock's key was
+	// lost; errors REPLICA on a replica, WRONGTYPE when a key holds someone
+	// else's data, and FENCEEXHAUSTED when a free lock's counter is at
+	// 2^63-1.
 	AcquireAll = newScript("acquire_all", acquireAllSrc)
 	// RWWrite takes a read-write lock exclusively: KEYS = writer lock,
 	// fence, readers index, writers' intents, marker; ARGV = token, owner,
-	// ttl ms, floor, unused, mode ("wait" or "try"), waiting writer's id,
-	// intent ttl ms, the rejoin delay ms. Replies
-	// {1, counter} when granted, {0, pttl} when a writer holds it, {0, ms,
-	// readers} when readers do, {3, ms, why} when the node sits out.
+	// ttl ms, floor mode ("floor" or "none"), floor, mode ("wait" or
+	// "try"), waiting writer's id, intent ttl ms, the rejoin delay ms.
+	// Replies AcquireAll's family with lock 1: "granted" with the counter
+	// and the time left, "held" when a writer holds it, "readers" when
+	// that many readers do, "sitout" when the node sits out.
 	RWWrite = newScript("rw_write", rwWriteSrc)
 	// RWRead takes a read-write lock shared: KEYS = writer lock, fence,
 	// readers index, writers' intents, the reader's own key, marker; ARGV =
-	// token, owner, ttl ms, floor, unused, the rejoin delay ms. Replies {1, counter} when
-	// granted, {0, pttl} when a writer holds it, {0, ms, 0, 1} when a
-	// writer waits, {3, ms, why} when the node sits out.
+	// token, owner, ttl ms, floor mode ("floor" or "none"), floor, the
+	// rejoin delay ms. Replies AcquireAll's family with lock 1: "granted"
+	// with the counter and the time left, "held" when a writer holds it,
+	// "intent" when a writer waits, "sitout" when the node sits out.
 	RWRead = newScript("rw_read", rwReadSrc)
 	// RWWithdraw takes a waiting writer's intent back: KEYS = writers'
 	// intents; ARGV = the writer's id. Replies 1 when it stood, else 0.

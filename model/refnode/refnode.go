@@ -317,15 +317,25 @@ func (n *node) run(c Call) Reply {
 	panic("refnode: unknown step " + c.Op)
 }
 
+// released is the release step's reply {verdict, heard, head, counter}
+// (scripts/release.lua's header) for a release that announces nothing
+// and names no queue: "released", or "notheld" when held is false.
+func released(held bool) Reply {
+	if !held {
+		return arr("notheld", int64(0), "", "")
+	}
+	return arr("released", int64(0), "", "")
+}
+
 func (n *node) release(c Call) Reply {
 	if !n.holds(c.Token) {
-		return intReply(0)
+		return released(false)
 	}
 	n.st.Lock = Key{}
 	if v, u := n.counter(); v != "" && u > 0 {
 		n.store(v, 0) // the lease ended (C4)
 	}
-	return intReply(1)
+	return released(true)
 }
 
 func (n *node) renew(c Call) Reply {
@@ -378,7 +388,32 @@ func (n *node) rehold(c Call) Reply {
 	return arr(int64(1), v)
 }
 
+// acquire is the acquire step, its reply in the script's one family
+// {verdict, counter, ms, ticket, wait, why} (scripts/acquire.lua's
+// header): take's reply, named. This reference has no wait queue, so
+// ticket and wait are 0 and no verdict is "handed" or "behind".
 func (n *node) acquire(c Call) Reply {
+	r := n.take(c)
+	named := func(verdict, counter string, ms int64, why string) Reply {
+		return arr(verdict, counter, ms, int64(0), int64(0), why)
+	}
+	switch {
+	case r.Err != "":
+		return r
+	case r.Array[0] == int64(3):
+		return named("sitout", "", r.Array[1].(int64), r.Array[2].(string))
+	case r.Array[0] == int64(0):
+		return named("held", "", r.Array[1].(int64), "")
+	case len(r.Array) == 3:
+		return named("retried", r.Array[1].(string), r.Array[2].(int64), "")
+	}
+	return named("granted", r.Array[1].(string), 0, "")
+}
+
+// take is a grant of one lock (the acquire step, and a writer's on its
+// lock W): {1, counter} granted, {1, counter, pttl} the token already
+// held it, {0, pttl} another holds it, {3, ms, why} the node sits out.
+func (n *node) take(c Call) Reply {
 	if n.st.Lock.Present {
 		if !n.holds(c.Token) {
 			return arr(int64(0), n.pttl())

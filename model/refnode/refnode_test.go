@@ -3,8 +3,6 @@ package refnode
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/scripts"
-	"github.com/e6344662/go-redlock/testutil"
 )
 
 const (
@@ -42,65 +39,24 @@ var tokens = []string{"aa01", "bb02", "cc03"}
 // same keys at the script's clock. Seeds: REDLOCK_REFNODE_SEED (default:
 // three fixed seeds), REDLOCK_REFNODE_STEPS steps each (default 400).
 func TestDifferentialScriptsMatchTheReference(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts redis-server (not under -short)")
-	}
-	clock := testutil.NewFakeClock(t)
-	srv := testutil.StartRedisServer(t, clock.Option())
-	seeds := []uint64{1, 2, 3}
-	if s := os.Getenv("REDLOCK_REFNODE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-		seeds = []uint64{v}
-	}
-	steps := 400
-	if s := os.Getenv("REDLOCK_REFNODE_STEPS"); s != "" {
-		v, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		steps = v
-	}
-	all := map[string]int{}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			d := &driver{t: t, srv: srv, clock: clock, rng: rand.New(rand.NewPCG(seed, seed*7919)), ctx: testutil.Context(t)}
-			d.c = srv.Client()
-			require.NoError(t, d.c.FlushAll(d.ctx).Err())
-			d.run(steps)
-			t.Logf("seed %d: %d script calls compared (%v), %d operator actions (%v); outcomes %v", seed, d.calls, d.byOp, d.acts, d.byAct, d.outcomes)
-			for o, n := range d.outcomes {
-				all[o] += n
-			}
-		})
-	}
-	if len(seeds) > 1 && !t.Failed() {
-		// the default seeds cover every path of the steps
-		for _, o := range []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release 1", "release 0", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"} {
-			require.Positive(t, all[o], "no call had the outcome %q: the sequences do not cover it", o)
-		}
-	}
+	want := []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release released", "release notheld", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"}
+	differential(t, 7919, 25, want, func(h *harness, steps int) {
+		d := &driver{harness: h}
+		d.run(steps)
+		h.t.Logf("%d script calls compared (%v; %d of them by FCALL), %d operator actions (%v); outcomes %v", d.calls, d.byOp, h.fcalls, d.acts, d.byAct, d.outcomes)
+	})
 }
 
+// driver is one seed's run of the mutex's scripts.
 type driver struct {
-	t     *testing.T
-	srv   *testutil.RedisServer
-	clock *testutil.FakeClock
-	c     *redis.Client
-	rng   *rand.Rand
-	ctx   context.Context
-	calls int
+	*harness
 	acts  int
 	byOp  map[string]int
 	byAct map[string]int
-	// outcomes counts the calls by what they answered (granted, held,
-	// sits out and why...), so that the log shows which paths ran
-	outcomes map[string]int
-	trace    []string
 }
 
-func (d *driver) pick(xs ...int64) int64 { return xs[d.rng.IntN(len(xs))] }
-
 func (d *driver) run(steps int) {
-	d.byOp, d.byAct, d.outcomes = map[string]int{}, map[string]int{}, map[string]int{}
+	d.byOp, d.byAct = map[string]int{}, map[string]int{}
 	for i := 0; i < steps; i++ {
 		switch r := d.rng.IntN(100); {
 		case r < 30:
@@ -169,70 +125,32 @@ func (d *driver) operator() {
 			}
 		}()
 	case r < 85:
-		step := time.Duration(d.pick(300, 1500, 4000, 21000)) * time.Millisecond
-		what = "clock +" + step.String()
-		require.NoError(t, d.clock.Set(d.clock.Offset()+step))
+		what = d.clockStep(time.Duration(d.pick(300, 1500, 4000, 21000)) * time.Millisecond)
 	default:
-		step := time.Duration(d.pick(500, 1500, 3000)) * time.Millisecond
-		what = "clock -" + step.String()
-		require.NoError(t, d.clock.Set(d.clock.Offset()-step))
+		what = d.clockStep(-time.Duration(d.pick(500, 1500, 3000)) * time.Millisecond)
 	}
 	d.acts++
 	d.byAct[strings.Fields(what)[0]]++
 	d.note(what)
 }
 
-func (d *driver) note(s string) {
-	d.trace = append(d.trace, s)
-	if len(d.trace) > 25 {
-		d.trace = d.trace[1:]
+// readMutex queues the reads of the mutex's keys and of the marker's
+// name in db 1 (T4), which stateOf decodes.
+func readMutex(ctx context.Context) func(p redis.Pipeliner) []keyCmds {
+	return func(p redis.Pipeliner) []keyCmds {
+		var ks []keyCmds
+		for _, k := range []string{kLock, kFence, kMarker} {
+			ks = append(ks, readKey(p, ctx, k))
+		}
+		p.Select(ctx, 1) // the marker's name in db 1 (T4)
+		ks = append(ks, readKey(p, ctx, kMarker))
+		p.Select(ctx, 0)
+		return ks
 	}
-}
-
-// keyCmds reads one key's value and absolute expiry inside a MULTI.
-type keyCmds struct {
-	get *redis.StringCmd
-	exp *redis.Cmd
-}
-
-func readKey(p redis.Pipeliner, ctx context.Context, k string) keyCmds {
-	return keyCmds{get: p.Get(ctx, k), exp: p.Do(ctx, "PEXPIRETIME", k)}
-}
-
-func (k keyCmds) key() Key {
-	v, err := k.get.Result()
-	if err != nil {
-		return Key{}
-	}
-	e, _ := k.exp.Int64()
-	if e < 0 {
-		e = 0
-	}
-	return Key{Present: true, Val: v, ExpMS: e}
 }
 
 func stateOf(ks []keyCmds) State {
 	return State{Lock: ks[0].key(), Fence: ks[1].key(), Marker: ks[2].key(), Other: ks[3].key()}
-}
-
-// sender returns how the next call of script s is queued in a MULTI:
-// every other call as an FCALL of the scripts' function library
-// (scripts.Functions, as redisnode runs them on Redis 7; loaded again
-// first if a restart lost it), the others as EVAL.
-func (d *driver) sender(s *scripts.Script) func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-	fn, ok := scripts.Functions.Function(s)
-	if !ok || d.calls%2 == 1 {
-		return func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-			return p.Eval(d.ctx, s.Source(), keys, args...)
-		}
-	}
-	if err := d.c.FunctionLoad(d.ctx, scripts.Functions.Source()).Err(); err != nil {
-		require.ErrorContains(d.t, err, "already exists")
-	}
-	d.byOp["(of them by FCALL)"]++
-	return func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-		return p.FCall(d.ctx, fn, keys, args...)
-	}
 }
 
 func (d *driver) call(c Call) {
@@ -250,45 +168,18 @@ func (d *driver) call(c Call) {
 		c.F = strconv.FormatInt(n+d.pick(0, 1, 1_000_000), 10)
 	}
 	s, keys, args := script(c)
-	var t0, t1 *redis.TimeCmd
-	var info *redis.StringCmd
-	var pre, post []keyCmds
-	var ev *redis.Cmd
-	send := d.sender(s)
-	_, _ = d.c.TxPipelined(d.ctx, func(p redis.Pipeliner) error {
-		t0 = p.Time(d.ctx)
-		info = p.Info(d.ctx, "replication")
-		for _, k := range []string{kLock, kFence, kMarker} {
-			pre = append(pre, readKey(p, d.ctx, k))
-		}
-		p.Select(d.ctx, 1) // the marker's name in db 1 (T4)
-		pre = append(pre, readKey(p, d.ctx, kMarker))
-		p.Select(d.ctx, 0)
-		ev = send(p, keys, args)
-		t1 = p.Time(d.ctx)
-		for _, k := range []string{kLock, kFence, kMarker} {
-			post = append(post, readKey(p, d.ctx, k))
-		}
-		p.Select(d.ctx, 1) // the marker's name in db 1 (T4)
-		post = append(post, readKey(p, d.ctx, kMarker))
-		p.Select(d.ctx, 0)
-		return nil
-	})
-	require.NoError(t, t0.Err())
-	id := identOf(info.Val())
-	before := stateOf(pre)
-	realReply := replyOf(ev)
-	realAfter := stateOf(post)
+	o := observe(d.harness, s, keys, args, readMutex(d.ctx), stateOf)
+	id, before, realReply, realAfter := o.id, o.before, o.reply, o.after
 	d.calls++
 	d.byOp[c.Op]++
 	desc := fmt.Sprintf("%s %s (ttl %d, delay %d, F %s, new %s)", c.Op, c.Token, c.TTLms, c.DelayMS, c.F, c.NewTok)
 	var diffs []string
-	for _, now := range nows(t0.Val().UnixMicro(), t1.Val().UnixMicro(), c, before, realAfter) {
+	for _, now := range nows(o.t0, o.t1, c, before, realAfter) {
 		r, after := Step(before, c, now, id)
-		diff := compare(r, after, realReply, realAfter, slackMS+(t1.Val().UnixMicro()-t0.Val().UnixMicro())/1000)
+		diff := compare(r, after, realReply, realAfter, o.tol())
 		if diff == "" {
 			d.outcomes[outcome(c, realReply)]++
-			if fromHigh(c, before, realReply, t0.Val().UnixMicro()) {
+			if fromHigh(c, before, realReply, o.t0) {
 				d.outcomes["acquire from the high-water"]++
 			}
 			if before.Other.Present && !realAfter.Other.Present {
@@ -333,7 +224,7 @@ func nows(t0, t1 int64, c Call, before, after State) []int64 {
 // counter was missing and the marker's high-water was at or above the
 // clock's second at t0.
 func fromHigh(c Call, before State, r Reply, t0 int64) bool {
-	if c.Op != "acquire" || before.Fence.Present || len(r.Array) != 2 || r.Array[0] != int64(1) {
+	if c.Op != "acquire" || before.Fence.Present || len(r.Array) == 0 || r.Array[0] != "granted" {
 		return false
 	}
 	f := strings.Fields(before.Marker.Val)
@@ -344,23 +235,25 @@ func fromHigh(c Call, before State, r Reply, t0 int64) bool {
 	return hi >= t0-t0%StepUS
 }
 
-// outcome names what call c answered: granted, held (the retried call),
-// refused (held by another), a refusal {3, ms, why} by its why, or the
-// integer or first element.
+// outcome names what call c answered: for acquire its verdict (a
+// "sitout" by its why), for the others the integer or first element (a
+// refusal {3, ms, why} by its why).
 func outcome(c Call, r Reply) string {
 	switch {
 	case r.Err != "":
 		return c.Op + " error"
 	case r.Int != nil:
 		return fmt.Sprintf("%s %d", c.Op, *r.Int)
+	case c.Op == "acquire" && r.Array[0] == "sitout":
+		return fmt.Sprintf("acquire 3 %v", r.Array[5])
+	case c.Op == "acquire" && r.Array[0] == "retried":
+		return "acquire held"
+	case c.Op == "acquire" && r.Array[0] == "held":
+		return "acquire refused"
+	case c.Op == "acquire":
+		return fmt.Sprintf("acquire %v", r.Array[0])
 	case len(r.Array) >= 3 && r.Array[0] == int64(3):
 		return fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
-	case c.Op == "acquire" && r.Array[0] == int64(1) && len(r.Array) == 3:
-		return "acquire held"
-	case c.Op == "acquire" && r.Array[0] == int64(1):
-		return "acquire granted"
-	case c.Op == "acquire":
-		return "acquire refused"
 	}
 	return fmt.Sprintf("%s %v", c.Op, r.Array[0])
 }
@@ -371,9 +264,9 @@ func script(c Call) (*scripts.Script, []string, []any) {
 	switch c.Op {
 	case "acquire":
 		return scripts.Acquire, []string{kLock, kFence, kLock + ":queue", kLock + ":queue:exp", kMarker},
-			[]any{c.Token, "owner", c.TTLms, "", "", "", 0, 1000, c.DelayMS}
+			[]any{c.Token, "owner", c.TTLms, "none", "", "alone", "", "", 0, 0, c.DelayMS}
 	case "release":
-		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", ""}
+		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", "", "quiet"}
 	case "renew":
 		keys := []string{kLock, kFence}
 		if c.Marker {
@@ -390,34 +283,6 @@ func script(c Call) (*scripts.Script, []string, []any) {
 		return scripts.Rehold, []string{kLock, kFence, kMarker}, []any{c.Token, c.NewTok + " owner", c.TTLms, "", c.DelayMS}
 	}
 	panic(c.Op)
-}
-
-func identOf(info string) Ident {
-	var id Ident
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "role:slave":
-			id.Replica = true
-		case strings.HasPrefix(line, "master_replid:"):
-			id.ReplID = strings.TrimPrefix(line, "master_replid:")
-		}
-	}
-	return id
-}
-
-func replyOf(c *redis.Cmd) Reply {
-	v, err := c.Result()
-	if err != nil {
-		return Reply{Err: err.Error()}
-	}
-	switch x := v.(type) {
-	case int64:
-		return intReply(x)
-	case []any:
-		return Reply{Array: x}
-	}
-	return Reply{Err: fmt.Sprintf("unexpected reply %T %v", v, v)}
 }
 
 // compare returns "" when the real reply and keys are the reference's, up

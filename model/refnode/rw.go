@@ -127,9 +127,9 @@ func holdsKey(k Key, tok string) bool { return k.Present && strings.HasPrefix(k.
 func (n *rwNode) run(c RWCall) Reply {
 	switch c.Op {
 	case "read":
-		return n.read(c)
+		return named(n.read(c))
 	case "write":
-		return n.write(c)
+		return named(n.write(c))
 	case "withdraw":
 		if _, ok := n.st.Intents[c.ID]; !ok {
 			return intReply(0)
@@ -154,17 +154,43 @@ func (n *rwNode) run(c RWCall) Reply {
 		return intReply(1)
 	case "release-reader":
 		if !holdsKey(n.st.ReaderKeys[c.Token], c.Token) {
-			return intReply(0)
+			return released(false)
 		}
 		delete(n.st.ReaderKeys, c.Token)
 		delete(n.st.Readers, c.Token)
-		return intReply(1)
+		return released(true)
 	case "release-writer":
 		var r Reply
 		n.st.Lock = n.on(n.st.Lock, func(m *node) { r = m.run(Call{Op: "release", Token: c.Token}) })
 		return r
 	}
 	panic("refnode: unknown rw step " + c.Op)
+}
+
+// named gives a reply of read or write in the granting scripts' one
+// family {verdict, ms, why, lock, readers, grants...} (scripts/rw_read.lua,
+// rw_write.lua): read's and write's own {1, counter} (granted), {1,
+// counter, pttl} (the token already held it), {0, pttl} (a writer holds
+// it), {0, ms, readers} (readers hold it), {0, ms, 0, 1} (a writer waits)
+// and {3, ms, why} (the node sits out), named; an error as it is.
+func named(r Reply) Reply {
+	if r.Err != "" {
+		return r
+	}
+	a := r.Array
+	switch {
+	case a[0] == int64(3):
+		return arr("sitout", a[1], a[2], int64(0), int64(0))
+	case a[0] == int64(1) && len(a) == 2:
+		return arr("granted", int64(0), "", int64(1), int64(0), a[1], int64(0))
+	case a[0] == int64(1):
+		return arr("granted", int64(0), "", int64(1), int64(0), a[1], a[2])
+	case len(a) == 2:
+		return arr("held", a[1], "", int64(1), int64(0))
+	case len(a) == 3:
+		return arr("readers", a[1], "", int64(1), a[2])
+	}
+	return arr("intent", a[1], "", int64(1), int64(0))
 }
 
 func (n *rwNode) read(c RWCall) Reply {
@@ -215,7 +241,7 @@ func (n *rwNode) read(c RWCall) Reply {
 func (n *rwNode) write(c RWCall) Reply {
 	if holdsKey(n.st.Lock, c.Token) {
 		var r Reply
-		n.on(n.st.Lock, func(m *node) { r = m.acquire(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS}) })
+		n.on(n.st.Lock, func(m *node) { r = m.take(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS}) })
 		return r
 	}
 	if live, most := n.live(); n.st.Lock.Present || live > 0 {
@@ -236,7 +262,7 @@ func (n *rwNode) write(c RWCall) Reply {
 	}
 	var r Reply
 	n.st.Lock = n.on(n.st.Lock, func(m *node) {
-		r = m.acquire(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS})
+		r = m.take(Call{Op: "acquire", Token: c.Token, TTLms: c.TTLms, DelayMS: c.DelayMS})
 	})
 	if len(r.Array) == 2 && r.Array[0] == int64(1) {
 		if c.Wait {

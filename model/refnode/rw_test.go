@@ -3,10 +3,7 @@ package refnode
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/e6344662/go-redlock/scripts"
-	"github.com/e6344662/go-redlock/testutil"
 )
 
 const (
@@ -49,58 +45,19 @@ func readerKey(tok string) string { return rwW + ":reader:" + tok }
 // REDLOCK_REFNODE_SEED (default: three fixed seeds),
 // REDLOCK_REFNODE_STEPS steps each (default 400).
 func TestDifferentialRWScriptsMatchTheReference(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts redis-server (not under -short)")
-	}
-	clock := testutil.NewFakeClock(t)
-	srv := testutil.StartRedisServer(t, clock.Option())
-	seeds := []uint64{1, 2, 3}
-	if s := os.Getenv("REDLOCK_REFNODE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-		seeds = []uint64{v}
-	}
-	steps := 400
-	if s := os.Getenv("REDLOCK_REFNODE_STEPS"); s != "" {
-		v, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		steps = v
-	}
-	all := map[string]int{}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			d := &rwDriver{t: t, clock: clock, rng: rand.New(rand.NewPCG(seed, seed*104729)), ctx: testutil.Context(t),
-				c: srv.Client(), outcomes: map[string]int{}}
-			require.NoError(t, d.c.FlushAll(d.ctx).Err())
-			d.run(steps)
-			t.Logf("seed %d: %d calls compared; outcomes %v", seed, d.calls, d.outcomes)
-			for o, n := range d.outcomes {
-				all[o] += n
-			}
-		})
-	}
-	if len(seeds) > 1 && !t.Failed() {
-		for _, o := range []string{"read granted", "read held", "read writer", "read intent", "read 3 key-lost",
-			"write granted", "write held", "write writer", "write readers", "write 3 key-lost",
-			"withdraw 1", "withdraw 0", "inspect readers", "inspect named", "renew-reader 1", "renew-reader 0",
-			"release-reader 1", "release-reader 0", "release-writer 1", "swept"} {
-			require.Positive(t, all[o], "no call had the outcome %q: the sequences do not cover it", o)
-		}
-	}
+	want := []string{"read granted", "read held", "read writer", "read intent", "read 3 key-lost",
+		"write granted", "write held", "write writer", "write readers", "write 3 key-lost",
+		"withdraw 1", "withdraw 0", "inspect readers", "inspect named", "renew-reader 1", "renew-reader 0",
+		"release-reader released", "release-reader notheld", "release-writer released", "swept"}
+	differential(t, 104729, 30, want, func(h *harness, steps int) {
+		d := &rwDriver{harness: h}
+		d.run(steps)
+		h.t.Logf("%d calls compared; outcomes %v", d.calls, d.outcomes)
+	})
 }
 
-type rwDriver struct {
-	t        *testing.T
-	clock    *testutil.FakeClock
-	c        *redis.Client
-	rng      *rand.Rand
-	ctx      context.Context
-	calls    int
-	outcomes map[string]int
-	trace    []string
-}
-
-func (d *rwDriver) pick(xs ...int64) int64 { return xs[d.rng.IntN(len(xs))] }
+// rwDriver is one seed's run of the read-write lock's scripts.
+type rwDriver struct{ *harness }
 
 func (d *rwDriver) reader() string { return rwReaderToks[d.rng.IntN(len(rwReaderToks))] }
 
@@ -149,18 +106,9 @@ func (d *rwDriver) operator() {
 		what = "evict the writer's key"
 		require.NoError(t, d.c.Del(d.ctx, rwW).Err())
 	default:
-		step := time.Duration(d.pick(300, 700, 1500, 4000)) * time.Millisecond
-		what = "clock +" + step.String()
-		require.NoError(t, d.clock.Set(d.clock.Offset()+step))
+		what = d.clockStep(time.Duration(d.pick(300, 700, 1500, 4000)) * time.Millisecond)
 	}
 	d.note(what)
-}
-
-func (d *rwDriver) note(s string) {
-	d.trace = append(d.trace, s)
-	if len(d.trace) > 30 {
-		d.trace = d.trace[1:]
-	}
 }
 
 // rwCmds reads every key of the read-write lock inside a MULTI.
@@ -216,14 +164,14 @@ func rwScript(c RWCall) (*scripts.Script, []string, []any) {
 	switch c.Op {
 	case "read":
 		return scripts.CheckKeys(scripts.RWRead), append(base, readerKey(c.Token), rwMarker),
-			[]any{c.Token, "owner", c.TTLms, "", "", c.DelayMS}
+			[]any{c.Token, "owner", c.TTLms, "none", "", c.DelayMS}
 	case "write":
 		mode := "try"
 		if c.Wait {
 			mode = "wait"
 		}
 		return scripts.CheckKeys(scripts.RWWrite), append(base, rwMarker),
-			[]any{c.Token, "owner", c.TTLms, "", "", mode, c.ID, c.IntentMS, c.DelayMS}
+			[]any{c.Token, "owner", c.TTLms, "none", "", mode, c.ID, c.IntentMS, c.DelayMS}
 	case "withdraw":
 		return scripts.CheckKeys(scripts.RWWithdraw), []string{rwIntent}, []any{c.ID}
 	case "inspect":
@@ -237,9 +185,9 @@ func rwScript(c RWCall) (*scripts.Script, []string, []any) {
 		return scripts.CheckKeys(scripts.Renew), []string{readerKey(c.Token), rwFence, rwMarker, rwReaders}, []any{c.Token, c.TTLms, ""}
 	case "release-reader":
 		rk := readerKey(c.Token)
-		return scripts.CheckKeys(scripts.Release), []string{rk, rwFence, rk + ":queue", rk + ":queue:exp", rwReaders}, []any{c.Token, rwW + ":released", ""}
+		return scripts.CheckKeys(scripts.Release), []string{rk, rwFence, rk + ":queue", rk + ":queue:exp", rwReaders}, []any{c.Token, rwW + ":released", "", "quiet"}
 	case "release-writer":
-		return scripts.Release, []string{rwW, rwFence}, []any{c.Token, rwW + ":released", ""}
+		return scripts.Release, []string{rwW, rwFence}, []any{c.Token, rwW + ":released", "", "quiet"}
 	}
 	panic(c.Op)
 }
@@ -247,29 +195,15 @@ func rwScript(c RWCall) (*scripts.Script, []string, []any) {
 func (d *rwDriver) call(c RWCall) {
 	t := d.t
 	s, keys, args := rwScript(c)
-	var t0, t1 *redis.TimeCmd
-	var info *redis.StringCmd
-	var pre, post rwCmds
-	var ev *redis.Cmd
-	_, _ = d.c.TxPipelined(d.ctx, func(p redis.Pipeliner) error {
-		t0 = p.Time(d.ctx)
-		info = p.Info(d.ctx, "replication")
-		pre = readRW(p, d.ctx)
-		ev = p.Eval(d.ctx, s.Source(), keys, args...)
-		t1 = p.Time(d.ctx)
-		post = readRW(p, d.ctx)
-		return nil
-	})
-	require.NoError(t, t0.Err())
-	id := identOf(info.Val())
-	before, realAfter := pre.state(t), post.state(t)
-	realReply := replyOf(ev)
+	o := observe(d.harness, s, keys, args, func(p redis.Pipeliner) rwCmds { return readRW(p, d.ctx) },
+		func(c rwCmds) RWState { return c.state(t) })
+	id, before, realAfter, realReply := o.id, o.before, o.after, o.reply
 	require.NotContains(t, realReply.Err, "undeclared key", "%s touched a key it does not declare", s.Name())
 	d.calls++
 	desc := fmt.Sprintf("%+v", c)
-	tol := slackMS + (t1.Val().UnixMicro()-t0.Val().UnixMicro())/1000
+	tol := o.tol()
 	var diffs []string
-	for _, now := range rwNows(t0.Val().UnixMicro(), t1.Val().UnixMicro(), c, before, realAfter) {
+	for _, now := range rwNows(o.t0, o.t1, c, before, realAfter) {
 		r, after := RWStep(before, c, now, id)
 		diff := compare(r, after.State, realReply, realAfter.State, tol)
 		if diff == "" {
@@ -361,18 +295,14 @@ func rwOutcome(c RWCall, r Reply) string {
 		if len(r.Array) > 4 {
 			o = map[bool]string{true: "inspect named", false: "inspect readers"}[len(c.Named) > 0]
 		}
-	case r.Array[0] == int64(3):
+	case r.Array[0] == "sitout":
 		o = fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
-	case r.Array[0] == int64(1) && len(r.Array) == 3:
+	case r.Array[0] == "granted" && r.Array[6] != int64(0):
 		o = c.Op + " held"
-	case r.Array[0] == int64(1):
-		o = c.Op + " granted"
-	case len(r.Array) == 2:
+	case r.Array[0] == "held":
 		o = c.Op + " writer"
-	case len(r.Array) == 3:
-		o = c.Op + " readers"
 	default:
-		o = c.Op + " intent"
+		o = fmt.Sprintf("%s %v", c.Op, r.Array[0])
 	}
 	return o
 }
