@@ -269,16 +269,16 @@ func scriptRound(b *testing.B, c *testutil.RedisCluster, cl *redis.Client, byFca
 		p := cl.Pipeline()
 		for j := range batch {
 			if s == scripts.Acquire {
-				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "", "", "", 0, 0, 10000)
+				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "none", "", "alone", "", "", 0, 0, 10000)
 			} else {
-				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", keys(j)[0]+":released", "01234567", 10000, "", "")
+				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", keys(j)[0]+":released", "01234567", "announce", "none", "", "none", "")
 			}
 		}
 		cmds, err := p.Exec(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if v, ok := cmds[0].(*redis.Cmd).Val().([]any); s == scripts.Acquire && (!ok || v[0] != int64(1)) {
+		if v, ok := cmds[0].(*redis.Cmd).Val().([]any); s == scripts.Acquire && (!ok || v[0] != "granted") {
 			b.Fatalf("not granted: %v", cmds[0])
 		}
 	}
