@@ -121,8 +121,12 @@ end
 -- marker named km in the other dbs, and selects the script's db again
 -- (found by val). A marker of that name in another db is this db's data
 -- swapped away (SWAPDB); deleted, it vouches for nothing when swapped
--- back. Someone else's data under that name is left alone. On a server
--- whose SELECT refuses every other db (a Redis Cluster) nothing is done.
+-- back. Someone else's data under that name is left alone. On a Redis
+-- Cluster, whose SELECT refuses every other db, nothing is done. Where
+-- SELECT is refused for another reason (an ACL without +select, a renamed
+-- command) the search cannot run: the marker just written is deleted
+-- again (the refused SELECT left the script in its db) and an error reply
+-- is returned, so that no marker stands that T4 did not make alone.
 -- It searches the dbs up to the first that SELECT refuses (Redis:
 -- "databases", 16 by default), and no more than t_dbs.
 local function t_alone(km, val)
@@ -130,7 +134,13 @@ local function t_alone(km, val)
   local db = 0
   while db < t_dbs do
     local ok = redis.pcall('SELECT', db)
-    if type(ok) == 'table' and ok.err then break end
+    if type(ok) == 'table' and ok.err then
+      if db == 0 and not string.find(ok.err, 'cluster mode', 1, true) then
+        redis.call('DEL', km)
+        return redis.error_reply('ERR redlock: SELECT refused (' .. ok.err .. '): a new marker must delete the markers of its name in the other dbs (docs/design.md 6.2, T4); allow SELECT to this user (docs/security.md)')
+      end
+      break
+    end
     local v = redis.pcall('GET', km)
     if v == val then
       here = db
