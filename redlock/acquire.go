@@ -178,7 +178,7 @@ func (l *Locker) tryOnce(ctx context.Context, resource string, rq request) ([]*L
 func (l *Locker) mutexRequest(resource string, w attemptHooks) request {
 	ls := newLease(l, resource, newToken())
 	q, read := w.queue()
-	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, queue: q}
+	a := acquireArgs{keys: ls.keys, token: ls.token, owner: l.cfg.Owner, ttl: l.cfg.LeaseDuration, queue: q, delay: l.delayArg}
 	a.prepare()
 	counters := make([]fencing.Token, len(l.nodes))
 	return request{resource: resource, quoted: true, leases: []*Lease{ls}, call: func(ctx context.Context, i int) (vote, error) {

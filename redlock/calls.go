@@ -60,6 +60,9 @@ type acquireArgs struct {
 	floor        string
 	queue        *queueArgs
 	trust        []any
+	// delay is the Locker's rejoin-delay argument (Locker.delayArg), which
+	// prepare puts in the list: every node's trust argument is the same.
+	delay any
 	// list holds the script's arguments once built (prepare), shared by
 	// the calls of one attempt.
 	list []any
@@ -88,7 +91,10 @@ func floorArgs(floor string) (mode, value string) {
 // prepare builds the script's arguments once, for every node of an
 // attempt, but for the node's own (floor, trust).
 func (a *acquireArgs) prepare() {
-	a.list = []any{a.token, a.owner, nodeTTL(a.ttl), floorNone, "", queueAlone, "", "", 0, 0}
+	a.list = append(make([]any, 0, 11), a.token, a.owner, nodeTTL(a.ttl), floorNone, "", queueAlone, "", "", 0, 0)
+	if a.delay != nil {
+		a.list = append(a.list, a.delay)
+	}
 	if q := a.queue; q != nil {
 		mode, t := ticketAgreed, q.ticket
 		if t <= 0 {
@@ -112,13 +118,19 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	if a.list == nil {
 		a.prepare()
 	}
+	// The list is sent as it is unless the node's call needs its own
+	// floor, or the list lacks the delay (a.delay unset) and the node has
+	// its trust argument.
 	args := a.list
-	if a.floor != "" || a.trust != nil {
-		args = append(make([]any, 0, len(a.list)+len(a.trust)), a.list...)
+	withDelay := len(args) > 10
+	if a.floor != "" || (a.trust != nil && !withDelay) {
+		args = append(make([]any, 0, 11), a.list...)
 		if a.floor != "" {
 			args[3], args[4] = floorArgs(a.floor)
 		}
-		args = append(args, a.trust...)
+		if !withDelay {
+			args = append(args, a.trust...)
+		}
 	}
 	reply, err := n.Eval(ctx, scripts.Acquire, a.keys, args...)
 	if err != nil {

@@ -43,6 +43,9 @@ type grantGate struct {
 	trust   []any
 	sharded bool
 	db      int
+	// mark is the node's marker for keys under the Locker's prefix on an
+	// unsharded node (nodeData.mark), built once; "" when not built.
+	mark, prefix string
 }
 
 // marker is the node's marker key for lock key (a key "P{R}..."), or ""
@@ -51,6 +54,9 @@ type grantGate struct {
 func (g grantGate) marker(key string) string {
 	if g.trust == nil {
 		return ""
+	}
+	if g.mark != "" && len(key) > len(g.prefix) && key[len(g.prefix)] == '{' && key[:len(g.prefix)] == g.prefix {
+		return g.mark
 	}
 	p := key[:strings.IndexByte(key, '{')]
 	db := ":db" + strconv.Itoa(g.db)
@@ -101,7 +107,7 @@ func (l *Locker) gate(ctx context.Context, i int) (grantGate, error) {
 		return grantGate{}, fmt.Errorf("node state unknown: %w", err)
 	}
 	d := l.learned(i, u)
-	return grantGate{trust: d.trust, sharded: u.Sharded, db: d.db}, nil
+	return d.gate(l), nil
 }
 
 // MarkerKeys returns the data-loss rule's marker keys (docs/design.md
@@ -145,6 +151,15 @@ type nodeData struct {
 	trust []any
 	// db is the db the node says it uses (NodeDB).
 	db int
+	// mark is the node's marker for the Locker's keys when it is not
+	// sharded (one per db), built once: the hot path names it on every
+	// granting call.
+	mark string
+}
+
+// gate is the grantGate of what the Locker learned of the node.
+func (d *nodeData) gate(l *Locker) grantGate {
+	return grantGate{trust: d.trust, sharded: d.u.Sharded, db: d.db, mark: d.mark, prefix: l.cfg.KeyPrefix}
 }
 
 // learned records u for node i and returns what the Locker now knows of
@@ -155,8 +170,10 @@ func (l *Locker) learned(i int, u Uptime) *nodeData {
 	}
 	// The rule off (a negative RejoinDelay) waits nothing: the scripts
 	// count a delay of 0 (their checks still apply).
-	delay := strconv.FormatInt(max(l.cfg.RejoinDelay, 0).Milliseconds(), 10)
-	d := &nodeData{u: u, trust: []any{delay}, db: nodeDB(l.nodes[i])}
+	d := &nodeData{u: u, trust: []any{l.delayArg}, db: nodeDB(l.nodes[i])}
+	if !u.Sharded {
+		d.mark = l.cfg.KeyPrefix + markerName + ":db" + strconv.Itoa(d.db)
+	}
 	l.data[i].Store(d)
 	return d
 }
@@ -174,7 +191,7 @@ func (l *Locker) gateFor(ctx context.Context, i int) grantGate {
 	if d == nil {
 		return grantGate{}
 	}
-	return grantGate{trust: d.trust, sharded: d.u.Sharded, db: d.db}
+	return d.gate(l)
 }
 
 // acquireOn asks node i for the lock under the data-loss rule (grantOn).

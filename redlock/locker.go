@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,11 @@ type Locker struct {
 	all      []int // 0..len(nodes)-1
 	quorum   int
 	seedStep string // seedStep(cfg)
-	fair     bool   // waiters queue on the nodes (Config.QueueTTL)
+	// delayArg is the granting scripts' rejoin-delay argument, in ms (the
+	// rule off, a negative RejoinDelay, waits nothing: the scripts count
+	// 0, their checks still apply), built once.
+	delayArg any
+	fair     bool // waiters queue on the nodes (Config.QueueTTL)
 	// validity and drift are cfg.validity() and cfg.drift(), once.
 	validity, drift time.Duration
 	// data holds, by node index, what the Locker last learned of the
@@ -83,6 +88,7 @@ func New(nodes []Node, cfg Config) (*Locker, error) {
 	l := &Locker{
 		cfg:      cfg,
 		seedStep: seedStep(cfg),
+		delayArg: strconv.FormatInt(max(cfg.RejoinDelay, 0).Milliseconds(), 10),
 		validity: cfg.validity(),
 		drift:    cfg.drift(),
 		fair:     cfg.QueueTTL > 0,
