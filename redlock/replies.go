@@ -391,46 +391,58 @@ func readReholdReply(reply any) (verdict, counter string, ms int64, why string, 
 	return verdict, counter, ms, why, ok0 && ok1 && ok2 && ok3
 }
 
-// parseInspect decodes the inspect script's reply {type, value, pttl,
-// fence} or {type, value, pttl, fence, waiters}.
+// parseInspect decodes the inspect script's reply {verdict, kind, value,
+// pttl, counter, waiting} (scripts/inspect.lua's header).
 func parseInspect(reply any) (LockInfo, error) {
-	vals, ok := reply.([]any)
-	if !ok || (len(vals) != 4 && len(vals) != 5) {
+	r, ok := readInspectReply(reply)
+	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
-	waiters := int64(0)
-	if len(vals) == 5 {
-		w, ok := vals[4].(int64)
-		if !ok || w < 0 {
-			return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
-		}
-		waiters = w
-	}
-	kind, _ := vals[0].(string)
-	ms, okTTL := vals[2].(int64)
-	if !okTTL {
-		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
-	}
-	info := LockInfo{Waiters: int(waiters)}
-	if f, ok := vals[3].(string); ok {
-		c, err := strconv.ParseUint(f, 10, 64)
-		if err != nil || strconv.FormatUint(c, 10) != f {
-			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(f))
+	info := LockInfo{Waiters: int(r.waiting)}
+	if r.counter != "" {
+		c, err := strconv.ParseUint(r.counter, 10, 64)
+		if err != nil || strconv.FormatUint(c, 10) != r.counter {
+			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(r.counter))
 		}
 		info.Fence = fencing.Token(c)
 	}
-	switch kind {
-	case "none":
+	switch {
+	case r.verdict == "free" && r.kind == "none" && r.value == "":
 		return info, nil
-	case "string":
-	default:
-		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, kind)
+	case r.verdict == "foreign" && r.kind != "none" && r.kind != "string" && r.value == "":
+		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, r.kind)
+	case r.verdict != "held" || r.kind != "string":
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
-	value, _ := vals[1].(string)
 	info.Held = true
-	info.TTL = pttl(ms)
-	info.Token, info.Owner, _ = strings.Cut(value, " ")
+	info.TTL = pttl(r.pttl)
+	info.Token, info.Owner, _ = strings.Cut(r.value, " ")
 	return info, nil
+}
+
+// inspectReply is the inspect script's reply, its fields by name.
+type inspectReply struct {
+	verdict, kind, value string
+	pttl                 int64
+	counter              string
+	waiting              int64
+}
+
+// readInspectReply reads the inspect reply's six fields; ok is false when
+// it has another length, a field of another type or a negative count.
+func readInspectReply(reply any) (r inspectReply, ok bool) {
+	vals, _ := reply.([]any)
+	if len(vals) != 6 {
+		return inspectReply{}, false
+	}
+	var ok0, ok1, ok2, ok3, ok4, ok5 bool
+	r.verdict, ok0 = vals[0].(string)
+	r.kind, ok1 = vals[1].(string)
+	r.value, ok2 = vals[2].(string)
+	r.pttl, ok3 = vals[3].(int64)
+	r.counter, ok4 = vals[4].(string)
+	r.waiting, ok5 = vals[5].(int64)
+	return r, ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && r.waiting >= 0
 }
 
 // serverError is a server's error reply, as go-redis reports it

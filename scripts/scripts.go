@@ -212,8 +212,9 @@ var (
 	Rehold = newScript("rehold", reholdSrc)
 	// Inspect reads a resource without changing it (inspect.lua): KEYS =
 	// lock, fence, and optionally the wait queue (tickets, expiries); no
-	// ARGV. Replies {lock key type, value or false, pttl, fence counter (V
-	// alone) or false, live places in the queue (0 without its keys)}.
+	// ARGV. Replies {verdict ("free", "held" or "foreign": another type),
+	// lock key type, value or "", pttl, fence counter (V alone) or "", live
+	// places in the queue (0 without its keys)}.
 	Inspect = newScript("inspect", inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the
 	// key's fence (fenced_write.lua): KEYS = value, fence; ARGV = token,
