@@ -279,3 +279,45 @@ func TestParseReleased(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRehold pins the rehold reply family {verdict, counter, ms, why}:
+// each verdict with its fields, and the shapes that are refused.
+func TestParseRehold(t *testing.T) {
+	for name, tc := range map[string]struct {
+		reply   any
+		want    fencing.Token
+		held    bool
+		bad     bool
+		sitsOut bool
+	}{
+		"done":                 {reply: []any{"done", "7", int64(0), ""}, want: 7, held: true},
+		"not held":             {reply: []any{"notheld", "", int64(0), ""}},
+		"sits out":             {reply: []any{"sitout", "", int64(900), "no-marker"}, sitsOut: true},
+		"done without counter": {reply: []any{"done", "", int64(0), ""}, bad: true},
+		"done, not canonical":  {reply: []any{"done", "07", int64(0), ""}, bad: true},
+		"done with a why":      {reply: []any{"done", "7", int64(0), "identity"}, bad: true},
+		"not held, a counter":  {reply: []any{"notheld", "7", int64(0), ""}, bad: true},
+		"sits out, a counter":  {reply: []any{"sitout", "7", int64(900), "identity"}, bad: true},
+		"sits out negative":    {reply: []any{"sitout", "", int64(-1), "identity"}, bad: true},
+		"an unknown verdict":   {reply: []any{"moved", "7", int64(0), ""}, bad: true},
+		"the old done":         {reply: []any{int64(1), "7"}, bad: true},
+		"the old not held":     {reply: []any{int64(0)}, bad: true},
+		"the old sitout":       {reply: []any{int64(3), int64(900), "identity"}, bad: true},
+		"a field of bad type":  {reply: []any{"done", int64(7), int64(0), ""}, bad: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, held, err := parseRehold(tc.reply)
+			switch {
+			case tc.bad:
+				require.ErrorIs(t, err, errBadReply)
+			case tc.sitsOut:
+				require.ErrorIs(t, err, ErrRejoining)
+				require.NotErrorIs(t, err, errBadReply)
+			default:
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.want, c)
+			require.Equal(t, tc.held, held)
+		})
+	}
+}

@@ -89,7 +89,7 @@ func fakeDefault(s *scripts.Script) (any, error) {
 	case scripts.Acquire:
 		return []any{"granted", "5", int64(0), int64(0), int64(0), ""}, nil
 	case scripts.Rehold:
-		return []any{int64(1), "7"}, nil
+		return []any{"done", "7", int64(0), ""}, nil
 	case scripts.Leave:
 		return int64(0), nil
 	case scripts.Release:

@@ -132,10 +132,10 @@ var (
 		{int64(1), "7"},                   // the old shape
 		{"granted", int64(7), int64(0), int64(0), int64(0), ""},
 	}
-	seedInspectHeld  = encodeReply([]any{"string", "0123456789abcdef0123456789abcdef owner", int64(10000), "42"})
-	seedInspectFree  = encodeReply([]any{"none", nil, int64(-2), "9"})
-	seedInspectWrong = encodeReply([]any{"hash", nil, int64(-1), nil})
-	seedInspectFence = encodeReply([]any{"none", nil, int64(-2), "0x10"})
+	seedInspectHeld  = encodeReply([]any{"held", "string", "0123456789abcdef0123456789abcdef owner", int64(10000), "42", int64(2)})
+	seedInspectFree  = encodeReply([]any{"free", "none", "", int64(-2), "9", int64(0)})
+	seedInspectWrong = encodeReply([]any{"foreign", "hash", "", int64(-1), "", int64(0)})
+	seedInspectFence = encodeReply([]any{"free", "none", "", int64(-2), "0x10", int64(0)})
 )
 
 // TestReplyDecoderSeeds checks that the seed encodings decode to the
@@ -245,8 +245,8 @@ func FuzzParseInspect(f *testing.F) {
 			return
 		}
 		vals, ok := reply.([]any)
-		if !ok || (len(vals) != 4 && len(vals) != 5) {
-			t.Fatalf("parseInspect accepted %#v, which is not a 4- or 5-element array", reply)
+		if !ok || len(vals) != 6 {
+			t.Fatalf("parseInspect accepted %#v, which is not a 6-element array", reply)
 		}
 		if msg := checkInspect(vals, info); msg != "" {
 			t.Fatalf("parseInspect(%#v) = %+v: %s", reply, info, msg)
@@ -257,25 +257,24 @@ func FuzzParseInspect(f *testing.F) {
 // checkInspect says what is wrong with info parsed from the inspect reply
 // vals ("" when nothing is).
 func checkInspect(vals []any, info LockInfo) string {
-	if len(vals) == 5 && int64(info.Waiters) != vals[4].(int64) {
+	if int64(info.Waiters) != vals[5].(int64) {
 		return "Waiters is not the count of places"
 	}
-	if _, isStr := vals[3].(string); !isStr && info.Fence != 0 {
+	if vals[4] == "" && info.Fence != 0 {
 		return "a fence counter out of nothing"
 	}
-	kind, _ := vals[0].(string)
-	switch kind {
-	case "none":
-		if info.Held || info.Token != "" || info.Owner != "" || info.TTL != 0 {
+	switch vals[0] {
+	case "free":
+		if vals[1] != "none" || info.Held || info.Token != "" || info.Owner != "" || info.TTL != 0 {
 			return "a free lock has no holder"
 		}
-	case "string":
-		value, _ := vals[1].(string)
-		if !info.Held || strings.Contains(info.Token, " ") || !strings.HasPrefix(value, info.Token) {
+	case "held":
+		value, _ := vals[2].(string)
+		if vals[1] != "string" || !info.Held || strings.Contains(info.Token, " ") || !strings.HasPrefix(value, info.Token) {
 			return "the token is the value up to its first space"
 		}
 	default:
-		return fmt.Sprintf("a lock key of type %q accepted", kind)
+		return fmt.Sprintf("a verdict %q accepted", vals[0])
 	}
 	return ""
 }

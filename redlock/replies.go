@@ -115,10 +115,9 @@ func parseGrant(reply any) (grant, error) {
 	return g, nil
 }
 
-// parseSitOut decodes {3, ms, why} (rehold's reply, and the "sitout"
-// verdict of the granting scripts, their fields put in that shape): a
-// node that may have lost data refuses for ms more milliseconds
-// (scripts/trust.lua).
+// parseSitOut decodes {3, ms, why} (the "sitout" verdict of the granting
+// scripts and of rehold, their fields put in that shape): a node that may
+// have lost data refuses for ms more milliseconds (scripts/trust.lua).
 func parseSitOut(reply any, vals []any) (grant, error) {
 	ms, ok1 := vals[1].(int64)
 	why, ok2 := "", len(vals) == 3
@@ -347,71 +346,103 @@ func releaseFields(verdict string, heard int64, head, counter string) bool {
 	return false
 }
 
-// parseRehold decodes the rehold script's reply: {1, counter} when done,
-// {0} when the holding token does not hold the lock, {3, ms, why} when the
-// node may not grant (an error wrapping ErrRejoining).
+// parseRehold decodes the rehold script's reply {verdict, counter, ms,
+// why} (scripts/rehold.lua's header): "done" with the fence counter,
+// "notheld" when the holding token does not hold the lock, "sitout" when
+// the node may not grant (an error wrapping ErrRejoining).
 func parseRehold(reply any) (c fencing.Token, ok bool, err error) {
-	vals, _ := reply.([]any)
-	if len(vals) == 1 && vals[0] == int64(0) {
-		return 0, false, nil
+	bad := fmt.Errorf("%w: rehold reply %s", errBadReply, describeReply(reply))
+	verdict, counter, ms, why, ok := readReholdReply(reply)
+	if !ok {
+		return 0, false, bad
 	}
-	if len(vals) == 3 && vals[0] == int64(3) {
-		g, err := parseSitOut(reply, vals)
-		if err != nil {
-			return 0, false, err
+	switch verdict {
+	case "notheld":
+		if counter == "" && ms == 0 && why == "" {
+			return 0, false, nil
 		}
-		return 0, false, fmt.Errorf("%w: %s", ErrRejoining, g.Reason)
-	}
-	if len(vals) == 2 && vals[0] == int64(1) {
-		if s, isStr := vals[1].(string); isStr {
-			if c, err := fencing.ParseToken(s); err == nil {
-				return c, true, nil
+	case "sitout":
+		if counter == "" {
+			g, err := parseSitOut(reply, []any{int64(3), ms, why})
+			if err != nil {
+				return 0, false, bad
 			}
+			return 0, false, fmt.Errorf("%w: %s", ErrRejoining, g.Reason)
+		}
+	case "done":
+		if c, err := fencing.ParseToken(counter); err == nil && ms == 0 && why == "" {
+			return c, true, nil
 		}
 	}
-	return 0, false, fmt.Errorf("%w: rehold reply %s", errBadReply, describeReply(reply))
+	return 0, false, bad
 }
 
-// parseInspect decodes the inspect script's reply {type, value, pttl,
-// fence} or {type, value, pttl, fence, waiters}.
+// readReholdReply reads the rehold reply's four fields; ok is false when
+// it has another length or a field of another type.
+func readReholdReply(reply any) (verdict, counter string, ms int64, why string, ok bool) {
+	vals, _ := reply.([]any)
+	if len(vals) != 4 {
+		return "", "", 0, "", false
+	}
+	verdict, ok0 := vals[0].(string)
+	counter, ok1 := vals[1].(string)
+	ms, ok2 := vals[2].(int64)
+	why, ok3 := vals[3].(string)
+	return verdict, counter, ms, why, ok0 && ok1 && ok2 && ok3
+}
+
+// parseInspect decodes the inspect script's reply {verdict, kind, value,
+// pttl, counter, waiting} (scripts/inspect.lua's header).
 func parseInspect(reply any) (LockInfo, error) {
-	vals, ok := reply.([]any)
-	if !ok || (len(vals) != 4 && len(vals) != 5) {
+	r, ok := readInspectReply(reply)
+	if !ok {
 		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
-	waiters := int64(0)
-	if len(vals) == 5 {
-		w, ok := vals[4].(int64)
-		if !ok || w < 0 {
-			return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
-		}
-		waiters = w
-	}
-	kind, _ := vals[0].(string)
-	ms, okTTL := vals[2].(int64)
-	if !okTTL {
-		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
-	}
-	info := LockInfo{Waiters: int(waiters)}
-	if f, ok := vals[3].(string); ok {
-		c, err := strconv.ParseUint(f, 10, 64)
-		if err != nil || strconv.FormatUint(c, 10) != f {
-			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(f))
+	info := LockInfo{Waiters: int(r.waiting)}
+	if r.counter != "" {
+		c, err := strconv.ParseUint(r.counter, 10, 64)
+		if err != nil || strconv.FormatUint(c, 10) != r.counter {
+			return LockInfo{}, fmt.Errorf("%w: fence counter is not a canonical decimal (%d bytes)", errBadReply, len(r.counter))
 		}
 		info.Fence = fencing.Token(c)
 	}
-	switch kind {
-	case "none":
+	switch {
+	case r.verdict == "free" && r.kind == "none" && r.value == "":
 		return info, nil
-	case "string":
-	default:
-		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, kind)
+	case r.verdict == "foreign" && r.kind != "none" && r.kind != "string" && r.value == "":
+		return info, fmt.Errorf("%w: lock key holds a %s", ErrWrongType, r.kind)
+	case r.verdict != "held" || r.kind != "string":
+		return LockInfo{}, fmt.Errorf("%w: inspect reply %s", errBadReply, describeReply(reply))
 	}
-	value, _ := vals[1].(string)
 	info.Held = true
-	info.TTL = pttl(ms)
-	info.Token, info.Owner, _ = strings.Cut(value, " ")
+	info.TTL = pttl(r.pttl)
+	info.Token, info.Owner, _ = strings.Cut(r.value, " ")
 	return info, nil
+}
+
+// inspectReply is the inspect script's reply, its fields by name.
+type inspectReply struct {
+	verdict, kind, value string
+	pttl                 int64
+	counter              string
+	waiting              int64
+}
+
+// readInspectReply reads the inspect reply's six fields; ok is false when
+// it has another length, a field of another type or a negative count.
+func readInspectReply(reply any) (r inspectReply, ok bool) {
+	vals, _ := reply.([]any)
+	if len(vals) != 6 {
+		return inspectReply{}, false
+	}
+	var ok0, ok1, ok2, ok3, ok4, ok5 bool
+	r.verdict, ok0 = vals[0].(string)
+	r.kind, ok1 = vals[1].(string)
+	r.value, ok2 = vals[2].(string)
+	r.pttl, ok3 = vals[3].(int64)
+	r.counter, ok4 = vals[4].(string)
+	r.waiting, ok5 = vals[5].(int64)
+	return r, ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && r.waiting >= 0
 }
 
 // serverError is a server's error reply, as go-redis reports it

@@ -12,18 +12,23 @@
 -- ARGV[1] the token that holds the lock, ARGV[2] the new value "<token>
 --   <owner>", ARGV[3] TTL in ms, ARGV[4] unused (was the seed step),
 --   ARGV[5] the rejoin delay in ms (trust.lua, t_trust)
--- Replies:
---   {1, counter}           done; counter a decimal string. The lease's end
---                          goes to the counter (counter.lua, C3)
---   {0}                    ARGV[1] does not hold the lock: nothing is changed
---   {3, ms, why}           the node may not grant for ms (trust.lua; only
---                          with KEYS[3])
+-- Reply: always {verdict, counter, ms, why}, each field in its place and
+-- of its type whatever the verdict (one it does not use is "" or 0):
+--   verdict  "done"     the lock holds the new value for the new TTL; the
+--                       lease's end goes to the counter (counter.lua, C3)
+--            "notheld"  ARGV[1] does not hold the lock: nothing is changed
+--            "sitout"   the node may not grant for ms (trust.lua; only
+--                       with KEYS[3]): nothing is changed
+--   counter  the fence counter, a decimal string ("done"; else "")
+--   ms       how long the node sits out ("sitout"; else 0)
+--   why      why it sits out ("sitout", as acquire.lua says; else "")
+-- Errors:
 --   error REPLICA ...      the node is a replica
 --   error WRONGTYPE ...    a key holds someone else's data
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
-  return {0}
+  return {'notheld', '', 0, ''}
 end
 local fence, bad = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
@@ -31,7 +36,12 @@ local floor = ''
 if KEYS[3] then
   local refusal
   floor, refusal = t_gate(KEYS[3], ARGV[5], '')
-  if not floor then return refusal end
+  if not floor then
+    if type(refusal) == 'table' and refusal[1] == 3 then
+      return {'sitout', '', refusal[2], refusal[3]}
+    end
+    return refusal
+  end
 end
 local upto = c_now() + tonumber(ARGV[3]) * 1000
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -42,4 +52,4 @@ if not fence then
 else
   c_store(KEYS[2], fence, upto)
 end
-return {1, fence}
+return {'done', fence, 0, ''}

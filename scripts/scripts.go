@@ -12,8 +12,8 @@
 // the node's clock, no TTL) and "V" for 20 s after (counter.lua).
 // Every script that can answer "granted" reads INFO replication and the
 // marker (trust.lua): a replica answers an error starting "REPLICA", a
-// node that may have lost data refuses for ms, saying why (rehold's {3,
-// ms, why}, the other granting scripts' verdict "sitout"). The marker
+// node that may have lost data refuses for ms, saying why (the verdict
+// "sitout"). The marker
 // also keeps the db's high-water, the least start of a new counter
 // (counter.lua, C6), and a new marker deletes those of its name in the
 // server's other dbs (trust.lua, T4); fence and renew take the marker as
@@ -204,16 +204,17 @@ var (
 	Leave = newScript("leave", leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL
 	// (rehold.lua): KEYS = lock, fence, (optional) marker; ARGV = holding
-	// token, new value, ttl ms, unused, rejoin delay ms. Replies {1,
-	// counter} when done, {0} when the token does not hold the lock, {3,
-	// ms, why} when the node may not grant (with a marker key only); a
-	// REPLICA error on a replica, a WRONGTYPE error when a key holds
-	// someone else's data.
+	// token, new value, ttl ms, unused, rejoin delay ms. Replies {verdict,
+	// counter, ms, why}: "done" with the counter, "notheld" when the token
+	// does not hold the lock, "sitout" for ms, saying why, when the node
+	// may not grant (with a marker key only); a REPLICA error on a
+	// replica, a WRONGTYPE error when a key holds someone else's data.
 	Rehold = newScript("rehold", reholdSrc)
 	// Inspect reads a resource without changing it (inspect.lua): KEYS =
 	// lock, fence, and optionally the wait queue (tickets, expiries); no
-	// ARGV. Replies {lock key type, value or false, pttl, fence counter (V
-	// alone) or false, live places in the queue (0 without its keys)}.
+	// ARGV. Replies {verdict ("free", "held" or "foreign": another type),
+	// lock key type, value or "", pttl, fence counter (V alone) or "", live
+	// places in the queue (0 without its keys)}.
 	Inspect = newScript("inspect", inspectSrc)
 	// FencedWrite writes a value only for a fencing token not below the
 	// key's fence (fenced_write.lua): KEYS = value, fence; ARGV = token,

@@ -369,13 +369,18 @@ func (n *node) fence(c Call) Reply {
 	return intReply(1)
 }
 
+// rehold is the rehold step, its reply in the script's one family
+// {verdict, counter, ms, why} (scripts/rehold.lua's header).
 func (n *node) rehold(c Call) Reply {
 	if !n.holds(c.Token) {
-		return arr(int64(0))
+		return arr("notheld", "", int64(0), "")
 	}
 	floor, refusal := n.trust(c.DelayMS)
 	if refusal != nil {
-		return *refusal
+		if refusal.Err != "" {
+			return *refusal
+		}
+		return arr("sitout", "", refusal.Array[1], refusal.Array[2])
 	}
 	upto := n.now + c.TTLms*1000
 	n.st.Lock = Key{Present: true, Val: c.NewTok + " owner", ExpMS: n.nowMS() + c.TTLms}
@@ -385,7 +390,7 @@ func (n *node) rehold(c Call) Reply {
 	} else {
 		n.store(v, upto)
 	}
-	return arr(int64(1), v)
+	return arr("done", v, int64(0), "")
 }
 
 // acquire is the acquire step, its reply in the script's one family

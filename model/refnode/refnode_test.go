@@ -39,7 +39,7 @@ var tokens = []string{"aa01", "bb02", "cc03"}
 // same keys at the script's clock. Seeds: REDLOCK_REFNODE_SEED (default:
 // three fixed seeds), REDLOCK_REFNODE_STEPS steps each (default 400).
 func TestDifferentialScriptsMatchTheReference(t *testing.T) {
-	want := []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release released", "release notheld", "renew 1", "renew 0", "fence 1", "fence 0", "rehold 1", "rehold 0", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"}
+	want := []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release released", "release notheld", "renew 1", "renew 0", "fence 1", "fence 0", "rehold done", "rehold notheld", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"}
 	differential(t, 7919, 25, want, func(h *harness, steps int) {
 		d := &driver{harness: h}
 		d.run(steps)
@@ -235,9 +235,9 @@ func fromHigh(c Call, before State, r Reply, t0 int64) bool {
 	return hi >= t0-t0%StepUS
 }
 
-// outcome names what call c answered: for acquire its verdict (a
-// "sitout" by its why), for the others the integer or first element (a
-// refusal {3, ms, why} by its why).
+// outcome names what call c answered: for acquire and rehold their
+// verdict (a "sitout" by its why), for the others the integer or first
+// element (a refusal {3, ms, why} by its why).
 func outcome(c Call, r Reply) string {
 	switch {
 	case r.Err != "":
@@ -252,6 +252,8 @@ func outcome(c Call, r Reply) string {
 		return "acquire refused"
 	case c.Op == "acquire":
 		return fmt.Sprintf("acquire %v", r.Array[0])
+	case c.Op == "rehold" && r.Array[0] == "sitout":
+		return fmt.Sprintf("rehold 3 %v", r.Array[3])
 	case len(r.Array) >= 3 && r.Array[0] == int64(3):
 		return fmt.Sprintf("%s 3 %v", c.Op, r.Array[2])
 	}
