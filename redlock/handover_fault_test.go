@@ -94,13 +94,18 @@ func TestAHandOverTooShortForALeaseIsTakenOverAtOnce(t *testing.T) {
 
 // TestAPausedNodeDoesNotSlowTheHandOver: with one node of three paused
 // (it answers nothing), the other two hand the lock over to the waiter
-// as the holder releases: the waiter does not wait for its calls to the
-// paused node to time out.
+// as the holder releases, once the waiter's calls to the paused node have
+// timed out: the hand-off then takes less than one more call timeout (2 s
+// here; a few ms on a quiet machine, 0.6 s seen at load 10). (A release
+// while the waiter's earlier call to the paused node is still pending
+// can wait for that call, up to its timeout: a known cost, not tested
+// here.)
 func TestAPausedNodeDoesNotSlowTheHandOver(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
-	cfg := redlock.Config{LeaseDuration: 3 * time.Second, RejoinDelay: -1}
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second, RejoinDelay: -1}
 	holder := processLocker(t, c, cfg)
 	w := processLocker(t, c, cfg)
+	callTimeout := w.Config().NodeCallTimeout
 	for round := range 3 {
 		lease, err := holder.Acquire(testutil.Context(t), "r")
 		require.NoError(t, err)
@@ -116,16 +121,23 @@ func TestAPausedNodeDoesNotSlowTheHandOver(t *testing.T) {
 				assertNoError(t, ls.Release(context.Background()))
 			}
 		}()
-		time.Sleep(1500 * time.Millisecond) // the waiter's calls to the paused node time out meanwhile
+		time.Sleep(callTimeout + callTimeout/2) // the waiter's calls to the paused node time out meanwhile
 		released := time.Now()
 		require.NoError(t, lease.Release(context.Background()))
 		select {
 		case got := <-done:
 			t.Logf("round %d: hand-off %v", round, got.Sub(released).Round(time.Microsecond))
-			require.Less(t, got.Sub(released), 500*time.Millisecond, "round %d", round)
-		case <-time.After(10 * time.Second):
+			require.Less(t, got.Sub(released), callTimeout, "round %d", round)
+		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the waiter never got the lock", round)
 		}
-		time.Sleep(100 * time.Millisecond) // its release
+		require.Eventually(t, func() bool { // its release
+			for _, s := range c.Servers()[:2] {
+				if s.Client().Exists(testutil.Context(t), w.Key("r")).Val() != 0 {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 5*time.Millisecond, "round %d: the waiter released", round)
 	}
 }
