@@ -385,10 +385,11 @@ func nextLeader(t *testing.T, ch <-chan redlock.Leader, limit time.Duration) red
 func TestElectorObserveSeesEachTerm(t *testing.T) {
 	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	c := testutil.NewMiniCluster(t, 3)
-	// A 3 s lease (polls every 750 ms): a 1 s lease renewed on a loaded
+	// A 6 s lease (polls every 1.5 s): a 1 s lease renewed on a loaded
 	// machine could lapse between two renewals, and the watcher then
-	// rightly reported no leader while the test expected none to change.
-	cfg := redlock.Config{LeaseDuration: 3 * time.Second}
+	// rightly reported no leader while the test expected none to change;
+	// a 3 s one lapsed once in the KEYS check's run beside two busy loops.
+	cfg := redlock.Config{LeaseDuration: 6 * time.Second}
 	a := newElectionProcess(t, c, "observed", "a", cfg)
 	b := newElectionProcess(t, c, "observed", "b", cfg)
 	watcher := newElectionProcess(t, c, "observed", "watcher", cfg)
@@ -396,7 +397,7 @@ func TestElectorObserveSeesEachTerm(t *testing.T) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := watcher.elector.Observe(watchCtx)
-	const limit = 6 * time.Second
+	const limit = 12 * time.Second
 
 	require.Zero(t, nextLeader(t, ch, limit).Fence, "first value: no leader")
 	var last fencing.Token
@@ -413,7 +414,7 @@ func TestElectorObserveSeesEachTerm(t *testing.T) {
 		select {
 		case ld := <-ch:
 			t.Fatalf("unexpected value while the term stands: %+v", ld)
-		case <-time.After(1600 * time.Millisecond): // two polls and more
+		case <-time.After(3200 * time.Millisecond): // two polls and more
 		}
 		require.NoError(t, term.Resign(ctx))
 		require.Zero(t, nextLeader(t, ch, limit).Fence, "after a resignation: no leader")
