@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,13 @@ func TestLockerOverRueidisNodes(t *testing.T) {
 	require.NotZero(t, first.Fence())
 	require.True(t, first.ValidUntil().After(time.Now()))
 
+	// TryAcquire returns at a majority: its third call is awaited before
+	// the other Locker tries (a try that reached that node first would hold
+	// it for a moment, and its give-back could land after the release).
+	require.Eventually(t, func() bool {
+		st, err := other.Inspect(ctx, "orders")
+		return err == nil && !slices.ContainsFunc(st.Nodes, func(ns redlock.NodeStatus) bool { return ns.Info.Token != first.Token() })
+	}, 10*time.Second, 5*time.Millisecond, "every node holds the lock")
 	_, err = other.TryAcquire(ctx, "orders")
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 
