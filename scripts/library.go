@@ -124,29 +124,16 @@ func validFuncName(s string) bool {
 
 // ownCode is the code of s that goes into its function: under the build
 // tag redlock_checkkeys its whole source (the KEYS check shadows redis
-// and pcall for the helpers too), else its own file's code, found as the
-// part after the helpers that assemble put in front of it (the split is
-// checked: assembling that code again must give the source).
+// and pcall for the helpers too), else its own file's code (newScript
+// keeps it). A script made with New has none.
 func ownCode(s *Script) (string, error) {
-	src := s.src
+	if s.body == "" {
+		return "", fmt.Errorf("library: %s is not one of this package's scripts (made with New)", s.name)
+	}
 	if keyCheck != "" {
-		if !strings.HasPrefix(src, keyCheck) {
-			return "", fmt.Errorf("library: %s does not start with the KEYS check", s.name)
-		}
-		return src, nil
+		return s.src, nil
 	}
-	// assemble puts the helpers' units, then a blank line, before the code.
-	for at := 0; at >= 0; {
-		if body := src[at:]; assemble(helpers, body) == src {
-			return body, nil
-		}
-		next := strings.Index(src[at:], "\n\n")
-		if next < 0 {
-			break
-		}
-		at += next + 2
-	}
-	return "", fmt.Errorf("library: %s is not its code after the helpers it uses", s.name)
+	return s.body, nil
 }
 
 // resets are the assignments that give the one-line helper values body

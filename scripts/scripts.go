@@ -49,6 +49,9 @@ type Script struct {
 	name string
 	src  string
 	hash string
+	// body is the script's own file, without the helpers and the KEYS
+	// check newScript put in front of it ("" for a script made with New).
+	body string
 }
 
 // New returns the script named name with Lua source src, its digest
@@ -63,7 +66,9 @@ func New(name, src string) *Script {
 // newScript is the script named name: body, the script's own file, after
 // the helper units it needs (assemble), after keyCheck (checkkeys_on.go).
 func newScript(name, body string) *Script {
-	return New(name, keyCheck+assemble(helpers, body))
+	s := New(name, keyCheck+assemble(helpers, body))
+	s.body = body
+	return s
 }
 
 // helpers are the helper files' units, in the order a script defines
