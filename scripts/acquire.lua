@@ -67,20 +67,17 @@
 -- same key names is never changed. The first write of a grant is SET
 -- and of a refusal that queues ZADD, both refused by a node out of memory
 -- (Redis lets a script that has written once go on writing).
-local floor_mode, queue_mode, ticket_mode = ARGV[4] or 'none', ARGV[6] or 'alone', ARGV[8]
-if floor_mode ~= 'floor' and floor_mode ~= 'none' then
-  return redis.error_reply('ERR redlock acquire: floor mode ' .. floor_mode .. ' is neither floor nor none')
-end
+local queue_mode, ticket_mode = ARGV[6] or 'alone', ARGV[8]
+local given, ferr = t_floor('acquire', ARGV[4], ARGV[5]) -- the caller's floor ('' for none: t_gate)
+if not given then return ferr end
 if queue_mode ~= 'queue' and queue_mode ~= 'alone' then
   return redis.error_reply('ERR redlock acquire: queue mode ' .. queue_mode .. ' is neither queue nor alone')
 end
 if queue_mode == 'queue' and ticket_mode ~= 'agreed' and ticket_mode ~= 'propose' then
   return redis.error_reply('ERR redlock acquire: ticket mode ' .. tostring(ticket_mode) .. ' is neither agreed nor propose')
 end
--- given is the caller's floor ('' for none: t_gate), wid the caller's
--- place ('' when it does not queue).
-local given, wid = '', ''
-if floor_mode == 'floor' then given = ARGV[5] end
+-- wid is the caller's place ('' when it does not queue).
+local wid = ''
 if queue_mode == 'queue' then wid = ARGV[7] end
 -- join takes or keeps the caller's place (queue.lua, q_join).
 local function join(now)

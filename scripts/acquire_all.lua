@@ -40,26 +40,8 @@
 --   error FENCEEXHAUSTED   a free lock's counter is at 2^63-1
 -- Every check runs before the first write (as in acquire.lua): an error
 -- or a refusal writes nothing, and the first write is a SET.
-local floor_mode = ARGV[3] or 'none'
-if floor_mode ~= 'floor' and floor_mode ~= 'none' then
-  return redis.error_reply('ERR redlock acquire_all: floor mode ' .. floor_mode .. ' is neither floor nor none')
-end
--- given is the caller's floor ('' for none: t_gate).
-local given = ''
-if floor_mode == 'floor' then given = ARGV[4] end
--- vote is the script's one reply, its fields in their places (header),
--- the counters and times left of a grant after them.
-local function vote(verdict, ms, why, lock, readers, grants)
-  local r = {verdict, ms or 0, why or '', lock or 0, readers or 0}
-  for _, x in ipairs(grants or {}) do table.insert(r, x) end
-  return r
-end
--- gate is t_gate with its refusal {3, ms, why} as the "sitout" reply.
-local function gate(km, delay)
-  local floor, refusal, checked = t_gate(km, delay, given)
-  if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = vote('sitout', refusal[2], refusal[3]) end
-  return floor, refusal, checked
-end
+local given, ferr = t_floor('acquire_all', ARGV[3], ARGV[4]) -- the caller's floor ('' for none: t_gate)
+if not given then return ferr end
 local n = (#KEYS - #KEYS % 4) / 4
 local km = KEYS[4 * n + 1]
 local fences, mine, gones, untils = {}, {}, {}, {}
@@ -68,7 +50,7 @@ for k = 1, n do
   local cur, lerr = l_get(kl)
   if lerr then return lerr end
   if cur and not l_holds(cur, ARGV[4+k]) then
-    return vote('held', redis.call('PTTL', kl), '', k)
+    return t_vote('held', redis.call('PTTL', kl), '', k)
   end
   local fence, bad, u = c_read(kf)
   if bad then return redis.error_reply(bad) end
@@ -78,7 +60,7 @@ for k = 1, n do
   else
     local head, _, gone, err = q_scan(kq, ke, nil)
     if err then return redis.error_reply(err) end
-    if head then return vote('behind', 0, '', k) end
+    if head then return t_vote('behind', 0, '', k) end
     if fence == c_top then
       return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. kf .. ' is at ' .. c_top ..
         ', the largest counter Redis holds: no greater fencing token can be issued')
@@ -87,13 +69,13 @@ for k = 1, n do
   end
   fences[k] = fence
 end
-local floor, refusal, checked = gate(km, ARGV[5 + n])
+local floor, refusal, checked = t_gatevote(km, ARGV[5 + n], given)
 if not floor then return refusal end
 local us = c_now()
 for k = 1, n do
   if checked and not mine[k] then
     local lost = c_lost(untils[k], us)
-    if lost > 0 then return vote('sitout', lost, 'key-lost') end
+    if lost > 0 then return t_vote('sitout', lost, 'key-lost') end
   end
 end
 local upto = us + tonumber(ARGV[2]) * 1000
@@ -113,4 +95,4 @@ for k = 1, n do
     table.insert(out, 0)
   end
 end
-return vote('granted', 0, '', 0, 0, out)
+return t_vote('granted', 0, '', 0, 0, out)

@@ -35,35 +35,17 @@
 -- reader's token exceeds every earlier writer's. Every check that can
 -- fail runs before the first write, a SET; the sweep of lapsed readers
 -- comes last.
-local floor_mode = ARGV[4] or 'none'
-if floor_mode ~= 'floor' and floor_mode ~= 'none' then
-  return redis.error_reply('ERR redlock rw_read: floor mode ' .. floor_mode .. ' is neither floor nor none')
-end
--- given is the caller's floor ('' for none: t_gate).
-local given = ''
-if floor_mode == 'floor' then given = ARGV[5] end
--- vote is the script's one reply, its fields in their places (header),
--- the counters and times left of a grant after them.
-local function vote(verdict, ms, why, lock, readers, grants)
-  local r = {verdict, ms or 0, why or '', lock or 0, readers or 0}
-  for _, x in ipairs(grants or {}) do table.insert(r, x) end
-  return r
-end
--- gate is t_gate with its refusal {3, ms, why} as the "sitout" reply.
-local function gate(km, delay)
-  local floor, refusal, checked = t_gate(km, delay, given)
-  if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = vote('sitout', refusal[2], refusal[3]) end
-  return floor, refusal, checked
-end
+local given, ferr = t_floor('rw_read', ARGV[4], ARGV[5]) -- the caller's floor ('' for none: t_gate)
+if not given then return ferr end
 local cur, lerr = l_get(KEYS[5])
 if lerr then return lerr end
 local fence, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
 if l_holds(cur, ARGV[1]) then
-  local floor, refusal = gate(KEYS[6], ARGV[6])
+  local floor, refusal = t_gatevote(KEYS[6], ARGV[6], given)
   if not floor then return refusal end
   if not fence then fence = c_count(KEYS[2], false, floor, nil) end
-  return vote('granted', 0, '', 1, 0, {fence, redis.call('PTTL', KEYS[5])})
+  return t_vote('granted', 0, '', 1, 0, {fence, redis.call('PTTL', KEYS[5])})
 end
 local w, werr = l_get(KEYS[1])
 if werr then return werr end
@@ -74,19 +56,19 @@ local waiting, left, ierr = rw_intent(KEYS[4], now)
 if ierr then return redis.error_reply(ierr) end
 if w or waiting > 0 then
   rw_sweep(KEYS[3], now)
-  if w then return vote('held', redis.call('PTTL', KEYS[1]), '', 1) end
-  return vote('intent', left, '', 1)
+  if w then return t_vote('held', redis.call('PTTL', KEYS[1]), '', 1) end
+  return t_vote('intent', left, '', 1)
 end
 if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
-local floor, refusal, checked = gate(KEYS[6], ARGV[6])
+local floor, refusal, checked = t_gatevote(KEYS[6], ARGV[6], given)
 if not floor then return refusal end
 local lost = c_lost(upto, c_now())
-if checked and lost > 0 then return vote('sitout', lost, 'key-lost') end
+if checked and lost > 0 then return t_vote('sitout', lost, 'key-lost') end
 redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
 redis.call('ZADD', KEYS[3], rw_ms(rw_end(ARGV[3])), ARGV[1])
 redis.call('PERSIST', KEYS[3])
 rw_sweep(KEYS[3], now)
-return vote('granted', 0, '', 1, 0, {c_count(KEYS[2], fence, floor, nil), 0})
+return t_vote('granted', 0, '', 1, 0, {c_count(KEYS[2], fence, floor, nil), 0})

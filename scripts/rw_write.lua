@@ -42,36 +42,18 @@ local mode = ARGV[6]
 if mode ~= 'wait' and mode ~= 'try' then
   return redis.error_reply('ERR redlock rw_write: mode ' .. tostring(mode) .. ' is neither wait nor try')
 end
-local floor_mode = ARGV[4] or 'none'
-if floor_mode ~= 'floor' and floor_mode ~= 'none' then
-  return redis.error_reply('ERR redlock rw_write: floor mode ' .. floor_mode .. ' is neither floor nor none')
-end
--- given is the caller's floor ('' for none: t_gate).
-local given = ''
-if floor_mode == 'floor' then given = ARGV[5] end
--- vote is the script's one reply, its fields in their places (header),
--- the counters and times left of a grant after them.
-local function vote(verdict, ms, why, lock, readers, grants)
-  local r = {verdict, ms or 0, why or '', lock or 0, readers or 0}
-  for _, x in ipairs(grants or {}) do table.insert(r, x) end
-  return r
-end
--- gate is t_gate with its refusal {3, ms, why} as the "sitout" reply.
-local function gate(km, delay)
-  local floor, refusal, checked = t_gate(km, delay, given)
-  if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = vote('sitout', refusal[2], refusal[3]) end
-  return floor, refusal, checked
-end
+local given, ferr = t_floor('rw_write', ARGV[4], ARGV[5]) -- the caller's floor ('' for none: t_gate)
+if not given then return ferr end
 local cur, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 local fence, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
 if l_holds(cur, ARGV[1]) then
-  local floor, refusal = gate(KEYS[5], ARGV[9])
+  local floor, refusal = t_gatevote(KEYS[5], ARGV[9], given)
   if not floor then return refusal end
   local p = redis.call('PTTL', KEYS[1])
   if not fence then fence = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
-  return vote('granted', 0, '', 1, 0, {fence, p})
+  return t_vote('granted', 0, '', 1, 0, {fence, p})
 end
 local now = rw_now()
 local live, longest, rerr = rw_readers(KEYS[3], now)
@@ -86,19 +68,19 @@ if cur or live > 0 then
     redis.call('PEXPIRE', KEYS[4], ttl)
   end
   rw_sweep(KEYS[3], now)
-  if cur then return vote('held', redis.call('PTTL', KEYS[1]), '', 1) end
-  return vote('readers', longest, '', 1, live)
+  if cur then return t_vote('held', redis.call('PTTL', KEYS[1]), '', 1) end
+  return t_vote('readers', longest, '', 1, live)
 end
 if fence == c_top then
   return redis.error_reply('FENCEEXHAUSTED redlock fence key ' .. KEYS[2] .. ' is at ' .. c_top ..
     ', the largest counter Redis holds: no greater fencing token can be issued')
 end
-local floor, refusal, checked = gate(KEYS[5], ARGV[9])
+local floor, refusal, checked = t_gatevote(KEYS[5], ARGV[9], given)
 if not floor then return refusal end
 local us = c_now()
 local lost = c_lost(upto, us)
-if checked and lost > 0 then return vote('sitout', lost, 'key-lost') end
+if checked and lost > 0 then return t_vote('sitout', lost, 'key-lost') end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
 if mode == 'wait' then redis.call('ZREM', KEYS[4], ARGV[7]) end
 rw_sweep(KEYS[3], now)
-return vote('granted', 0, '', 1, 0, {c_count(KEYS[2], fence, floor, us + tonumber(ARGV[3]) * 1000), 0})
+return t_vote('granted', 0, '', 1, 0, {c_count(KEYS[2], fence, floor, us + tonumber(ARGV[3]) * 1000), 0})

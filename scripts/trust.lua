@@ -249,3 +249,31 @@ local function t_gate(km, delay, given)
   if given ~= '' and (floor == '' or c_less(floor, given)) then floor = given end
   return floor, nil, checked
 end
+
+-- t_floor reads a granting script's floor mode: "floor" (value is the
+-- caller's floor), "none" or absent. It returns the caller's floor ('' for
+-- none), or nil and an ERR reply naming script for a mode of another name.
+local function t_floor(script, mode, value)
+  mode = mode or 'none'
+  if mode == 'none' then return '' end
+  if mode == 'floor' then return value or '' end
+  return nil, redis.error_reply('ERR redlock ' .. script .. ': floor mode ' .. mode .. ' is neither floor nor none')
+end
+
+-- t_vote is the one reply of the scripts that grant several locks or a
+-- read-write lock (acquire_all, rw_write, rw_read): {verdict, ms, why,
+-- lock, readers}, each field in its place (0 or '' when unused), then a
+-- grant's counters and times left.
+local function t_vote(verdict, ms, why, lock, readers, grants)
+  local r = {verdict, ms or 0, why or '', lock or 0, readers or 0}
+  for _, x in ipairs(grants or {}) do table.insert(r, x) end
+  return r
+end
+
+-- t_gatevote is t_gate with its refusal {3, ms, why} as t_vote's
+-- "sitout" reply.
+local function t_gatevote(km, delay, given)
+  local floor, refusal, checked = t_gate(km, delay, given)
+  if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = t_vote('sitout', refusal[2], refusal[3]) end
+  return floor, refusal, checked
+end
