@@ -133,3 +133,14 @@ func TestLibraryLoadsOnlyWithFunctions(t *testing.T) {
 	fn, _ := scripts.Functions.Function(scripts.Inspect)
 	require.ErrorContains(t, c.FCall(ctx, fn, []string{"a", "b"}).Err(), "unknown command")
 }
+
+// BenchmarkNewLibrary is the cost of building the scripts' library, which
+// every process that imports the package pays once at init (Functions).
+func BenchmarkNewLibrary(b *testing.B) {
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := scripts.NewLibrary(scripts.All); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
