@@ -109,7 +109,7 @@ func parseVote(reply any, k int, what string, refusal func(r voteReply) (reason 
 		if r.lock != 0 || r.readers != 0 || len(r.grants) != 0 {
 			return vote{}, bad
 		}
-		return sitOutGrant(reply, []any{int64(3), r.ms, r.why})
+		return sitOutGrant(reply, r.ms, r.why)
 	case r.verdict == verdictGranted:
 		ok = r.ms == 0 && r.why == "" && r.readers == 0
 		if ok {

@@ -100,7 +100,7 @@ func parseGrant(reply any) (grant, error) {
 		if r.counter != "" || r.ticket != 0 || r.wait != 0 {
 			break
 		}
-		return parseSitOut(reply, []any{int64(3), r.ms, r.why})
+		return parseSitOut(reply, r.ms, r.why)
 	case verdictGranted, verdictRetried, verdictHanded:
 		g, ok, err = parseHeld(r)
 	case verdictHeld, verdictBehind:
@@ -115,16 +115,11 @@ func parseGrant(reply any) (grant, error) {
 	return g, nil
 }
 
-// parseSitOut decodes {3, ms, why} (the "sitout" verdict of the granting
-// scripts and of rehold, their fields put in that shape): a node that may
-// have lost data refuses for ms more milliseconds (scripts/trust.lua).
-func parseSitOut(reply any, vals []any) (grant, error) {
-	ms, ok1 := vals[1].(int64)
-	why, ok2 := "", len(vals) == 3
-	if ok2 {
-		why, ok2 = vals[2].(string)
-	}
-	if !ok1 || !ok2 || ms < 0 {
+// parseSitOut decodes the "sitout" verdict of the granting scripts and of
+// rehold: a node that may have lost data refuses for ms more milliseconds,
+// for the reason why (scripts/trust.lua). reply names the reply in errors.
+func parseSitOut(reply any, ms int64, why string) (grant, error) {
+	if ms < 0 {
 		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
 	}
 	text, known := lossReasons[why]
@@ -137,8 +132,8 @@ func parseSitOut(reply any, vals []any) (grant, error) {
 
 // sitOutGrant is parseSitOut for the scripts that grant several
 // locks, or a read-write lock (multiGrant).
-func sitOutGrant(reply any, vals []any) (multiGrant, error) {
-	g, err := parseSitOut(reply, vals)
+func sitOutGrant(reply any, ms int64, why string) (multiGrant, error) {
+	g, err := parseSitOut(reply, ms, why)
 	return multiGrant{reason: g.Reason, holderTTL: g.HolderTTL}, err
 }
 
@@ -363,7 +358,7 @@ func parseRehold(reply any) (c fencing.Token, ok bool, err error) {
 		}
 	case "sitout":
 		if counter == "" {
-			g, err := parseSitOut(reply, []any{int64(3), ms, why})
+			g, err := parseSitOut(reply, ms, why)
 			if err != nil {
 				return 0, false, bad
 			}
