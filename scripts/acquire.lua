@@ -40,7 +40,8 @@
 --   counter  the fence counter, a decimal string ("granted", "retried",
 --            "handed"; else "")
 --   ms       what the lock has left, its PTTL ("retried", "handed",
---            "held"; 0 for "behind"), or how long the node sits out
+--            "held"; 0 for "behind"; at least 1 for "retried" and
+--            "handed": lock.lua, l_left), or how long the node sits out
 --            ("sitout")
 --   ticket   the caller's ticket in the queue ("held", "behind"; 0 when
 --            it does not queue: mode "alone" or no queue keys)
@@ -107,7 +108,7 @@ local function held(verdict)
   if not floor then return refusal end
   local p = redis.call('PTTL', KEYS[1])
   if not f then f = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
-  return reply(verdict, f, p)
+  return reply(verdict, f, l_left(p))
 end
 if l_holds(cur, ARGV[1]) then return held('retried') end
 if cur and wid ~= '' then

@@ -21,7 +21,8 @@
 --   verdict  "granted"  every lock granted: then counter 1, left 1,
 --                       counter 2, left 2, ...; each counter a decimal
 --                       string, each left 0 for a new grant, or what the
---                       lock had left when its token already held it (a
+--                       lock had left (at least 1: lock.lua, l_left)
+--                       when its token already held it (a
 --                       client-side retry of a call that was applied; no
 --                       new holder is counted)
 --            "held"     the lock-th lock is held by another token: ms its
@@ -87,7 +88,7 @@ for k = 1, n do
     -- A counter lost while the lock stood is counted again from the clock.
     if not f then f = c_count(kf, false, floor, us + math.max(p, 0) * 1000) end
     table.insert(out, f)
-    table.insert(out, p)
+    table.insert(out, l_left(p))
   else
     redis.call('SET', kl, ARGV[4+k] .. ' ' .. ARGV[1], 'PX', ARGV[2])
     q_purge(KEYS[4*k-1], KEYS[4*k], gones[k])

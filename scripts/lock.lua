@@ -24,3 +24,11 @@ local function l_token(v)
   return v and string.match(v, '^(%S+) ')
 end
 
+
+-- l_left is what a lock the caller's token holds has left, for a reply:
+-- its PTTL p, but 1 where p is 0 (Redis reports 0 in a key's last
+-- millisecond), since a time left of 0 reads as a new grant's whole lease.
+local function l_left(p)
+  if p == 0 then return 1 end
+  return p
+end

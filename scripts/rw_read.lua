@@ -16,8 +16,9 @@
 -- unless "sitout"), followed, for "granted" only, by the counter and the
 -- time left:
 --   verdict  "granted"  then counter (a decimal string) and left: 0 for a
---                       new grant, what the reader's key has left when the
---                       token already held it (a retried call)
+--                       new grant, what the reader's key has left (at
+--                       least 1: lock.lua, l_left) when the token already
+--                       held it (a retried call)
 --            "held"     a writer holds it: ms its PTTL
 --            "intent"   a writer waits (a live intent), for ms at most
 --            "sitout"   the node may not grant for ms (trust.lua), or W's
@@ -45,7 +46,7 @@ if l_holds(cur, ARGV[1]) then
   local floor, refusal = t_gatevote(KEYS[6], ARGV[6], given)
   if not floor then return refusal end
   if not fence then fence = c_count(KEYS[2], false, floor, nil) end
-  return t_vote('granted', 0, '', 1, 0, {fence, redis.call('PTTL', KEYS[5])})
+  return t_vote('granted', 0, '', 1, 0, {fence, l_left(redis.call('PTTL', KEYS[5]))})
 end
 local w, werr = l_get(KEYS[1])
 if werr then return werr end

@@ -19,8 +19,9 @@
 -- unless "sitout"), followed, for "granted" only, by the counter and the
 -- time left:
 --   verdict  "granted"  then counter (a decimal string) and left: 0 for a
---                       new grant, what W has left when the token already
---                       held it (a retried call)
+--                       new grant, what W has left (at least 1: lock.lua,
+--                       l_left) when the token already held it (a
+--                       retried call)
 --            "held"     a writer holds it: ms its PTTL
 --            "readers"  that many live readers hold it, the longest for ms
 --            "sitout"   the node may not grant for ms (trust.lua), or W's
@@ -53,7 +54,7 @@ if l_holds(cur, ARGV[1]) then
   if not floor then return refusal end
   local p = redis.call('PTTL', KEYS[1])
   if not fence then fence = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
-  return t_vote('granted', 0, '', 1, 0, {fence, p})
+  return t_vote('granted', 0, '', 1, 0, {fence, l_left(p)})
 end
 local now = rw_now()
 local live, longest, rerr = rw_readers(KEYS[3], now)

@@ -187,6 +187,15 @@ func parseMarker(val string) (f []string, hi string, ok bool) {
 
 func (n *node) nowMS() int64 { return n.now / 1000 }
 
+// leftOf is lock.lua's l_left: what a lock the caller holds has left, for
+// a reply: its PTTL p, but 1 where p is 0 (a 0 reads as a new grant).
+func leftOf(p int64) int64 {
+	if p == 0 {
+		return 1
+	}
+	return p
+}
+
 // pttl is the lock's time to live in ms, as PTTL says it (-2: none, -1:
 // no expiry).
 func (n *node) pttl() int64 {
@@ -433,7 +442,7 @@ func (n *node) take(c Call) Reply {
 		if v == "" {
 			v = n.count("", floor, n.now+max(p, 0)*1000)
 		}
-		return arr(int64(1), v, p)
+		return arr(int64(1), v, leftOf(p))
 	}
 	v, u := n.counter()
 	floor, refusal := n.trust(c.DelayMS)

@@ -206,7 +206,7 @@ func (n *rwNode) read(c RWCall) Reply {
 			if v == "" {
 				v = m.count("", floor, 0)
 			}
-			r = arr(int64(1), v, pttlOf(k, n.ms()))
+			r = arr(int64(1), v, leftOf(pttlOf(k, n.ms())))
 		})
 		return r
 	}
