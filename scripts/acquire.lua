@@ -45,8 +45,9 @@
 --            ("sitout")
 --   ticket   the caller's ticket in the queue ("held", "behind"; 0 when
 --            it does not queue: mode "alone" or no queue keys)
---   wait     what the head's place has left, in ms ("held", "behind"; 0
---            when the caller is the head or does not queue)
+--   wait     what the head's place has left, in ms ("behind", whether the
+--            caller queues or not; "held" when it queues; 0 when the
+--            caller is the head, or "held" and it does not queue)
 --   why      why the node sits out ("sitout"): no-marker, identity,
 --            clock-back, "data state unknown: ..." (INFO refused), or
 --            key-lost when the lock key is missing while its counter
@@ -74,8 +75,21 @@ if not given then return ferr end
 if queue_mode ~= 'queue' and queue_mode ~= 'alone' then
   return redis.error_reply('ERR redlock acquire: queue mode ' .. queue_mode .. ' is neither queue nor alone')
 end
-if queue_mode == 'queue' and ticket_mode ~= 'agreed' and ticket_mode ~= 'propose' then
-  return redis.error_reply('ERR redlock acquire: ticket mode ' .. tostring(ticket_mode) .. ' is neither agreed nor propose')
+if queue_mode == 'queue' then
+  if ticket_mode ~= 'agreed' and ticket_mode ~= 'propose' then
+    return redis.error_reply('ERR redlock acquire: ticket mode ' .. tostring(ticket_mode) .. ' is neither agreed nor propose')
+  end
+  -- Mode "queue" needs its values: a place, a ticket (agreed: above 0, as
+  -- every ticket a node gives is) or a time (propose: not negative), and
+  -- a time to keep the place (above 0).
+  local t, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
+  if (ARGV[7] or '') == '' then
+    return redis.error_reply('ERR redlock acquire: queue mode queue needs a place')
+  elseif not t or t < 0 or (ticket_mode == 'agreed' and t <= 0) then
+    return redis.error_reply('ERR redlock acquire: ticket mode ' .. ticket_mode .. ' needs a ticket above 0 (agreed) or a time not below 0 (propose), not ' .. tostring(ARGV[9]))
+  elseif not ttl or ttl <= 0 then
+    return redis.error_reply('ERR redlock acquire: queue mode queue needs how long the place lasts, in ms above 0, not ' .. tostring(ARGV[10]))
+  end
 end
 -- wid is the caller's place ('' when it does not queue).
 local wid = ''

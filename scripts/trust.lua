@@ -251,13 +251,17 @@ local function t_gate(km, delay, given)
 end
 
 -- t_floor reads a granting script's floor mode: "floor" (value is the
--- caller's floor), "none" or absent. It returns the caller's floor ('' for
--- none), or nil and an ERR reply naming script for a mode of another name.
+-- caller's floor, a counter: c_valid) or "none" (or absent). It returns
+-- the caller's floor ('' for none), or nil and an ERR reply naming script
+-- for a mode of another name or a floor that is not a counter.
 local function t_floor(script, mode, value)
   mode = mode or 'none'
   if mode == 'none' then return '' end
-  if mode == 'floor' then return value or '' end
-  return nil, redis.error_reply('ERR redlock ' .. script .. ': floor mode ' .. mode .. ' is neither floor nor none')
+  if mode ~= 'floor' then
+    return nil, redis.error_reply('ERR redlock ' .. script .. ': floor mode ' .. mode .. ' is neither floor nor none')
+  end
+  if c_valid(value) then return value end
+  return nil, redis.error_reply('ERR redlock ' .. script .. ': floor ' .. tostring(value) .. ' is not a counter (a canonical decimal up to ' .. c_top .. ')')
 end
 
 -- t_vote is the one reply of the scripts that grant several locks or a
