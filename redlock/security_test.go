@@ -24,6 +24,7 @@ import (
 	"github.com/e6344662/go-redlock/fencing/redisfence"
 	"github.com/e6344662/go-redlock/redlock"
 	"github.com/e6344662/go-redlock/redlock/redisnode"
+	"github.com/e6344662/go-redlock/scripts"
 	"github.com/e6344662/go-redlock/testutil"
 )
 
@@ -43,11 +44,13 @@ func requireCleanACLLog(t *testing.T, ctx context.Context, servers ...*testutil.
 	for _, s := range servers {
 		entries, err := s.Do(ctx, "ACL", "LOG").Slice()
 		require.NoError(t, err)
-		// The one refusal expected: CONFIG GET append*, asked once per node
-		// to learn whether it fsyncs every write (Config.RejoinDelay).
+		// The refusals expected: CONFIG GET append*, asked once per node
+		// to learn whether it fsyncs every write (Config.RejoinDelay), and
+		// FUNCTION LOAD of the scripts' library where no administrator has
+		// loaded it (the node then runs the scripts by EVALSHA).
 		entries = slices.DeleteFunc(entries, func(e any) bool {
 			m, ok := e.(map[any]any)
-			return ok && m["object"] == "config|get"
+			return ok && (m["object"] == "config|get" || m["object"] == "function|load")
 		})
 		require.Empty(t, entries, "ACL denials on %s", s.Addr())
 	}
@@ -73,7 +76,8 @@ func requireNamesNodes(t *testing.T, err error, addrs []string) {
 // and channels under the prefix, only the commands the scripts need) can
 // acquire, wait for a release (pub/sub), renew, take the fence step,
 // recover from an empty script cache, inspect and release, with no ACL
-// denial logged; and a user with testutil.StoreACL can use redisfence.Store.
+// denial logged but its node's FUNCTION LOAD (it runs the scripts by
+// EVALSHA: no administrator loaded the library); and a user with testutil.StoreACL can use redisfence.Store.
 func TestMinimalACLUserRunsEverything(t *testing.T) {
 	t.Parallel() // bound by the wall clock (servers starting, failing over, delays passing)
 	if testing.Short() {
@@ -180,6 +184,86 @@ func TestMinimalACLUserRunsEverything(t *testing.T) {
 	require.Equal(t, fencing.Token(5), hi)
 	require.True(t, found)
 	requireCleanACLLog(t, ctx, resource)
+}
+
+// TestMinimalACLUserCannotPlantTheLibrary: a user with testutil.LockerACL
+// (a tenant with its own prefix) is refused FUNCTION LOAD, with or without
+// REPLACE, so it cannot register code under the scripts' library name that
+// every other user's FCALL would then run (an acquire that always grants),
+// nor FUNCTION DELETE it; nothing is loaded. A Locker over a redisnode.Node
+// under that user still acquires and releases, running the scripts by
+// EVALSHA; once an administrator has loaded the library, a node under the
+// same user runs them as FCALLs.
+func TestMinimalACLUserCannotPlantTheLibrary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx := ctxFor(t)
+	s := testutil.StartRedisServer(t)
+	require.NoError(t, s.SetACLUser(ctx, "tenant", aclPassword, testutil.LockerACL("tenant:")...))
+	require.NoError(t, s.SetACLUser(ctx, "locker", aclPassword, testutil.LockerACL(redlock.DefaultKeyPrefix)...))
+
+	opts, err := redis.ParseURL(s.UserURL("tenant", aclPassword))
+	require.NoError(t, err)
+	tenant := redis.NewClient(opts)
+	t.Cleanup(func() { _ = tenant.Close() })
+	acquireFn, ok := scripts.Functions.Function(scripts.Acquire)
+	require.True(t, ok)
+	planted := "#!lua name=" + scripts.Functions.Name() + "\n" +
+		"redis.register_function('" + acquireFn + "', function(keys, args) return {'granted', 1, 0, 0, 0, ''} end)\n"
+	for _, cmd := range [][]any{
+		{"FUNCTION", "LOAD", "REPLACE", planted},
+		{"FUNCTION", "LOAD", planted},
+		{"FUNCTION", "DELETE", scripts.Functions.Name()},
+	} {
+		err := tenant.Do(ctx, cmd...).Err()
+		require.ErrorContains(t, err, "NOPERM", "%s %s", cmd[0], cmd[1])
+	}
+	libs, err := s.Client().FunctionList(ctx, redis.FunctionListQuery{}).Result()
+	require.NoError(t, err)
+	require.Empty(t, libs, "nothing was loaded")
+
+	lockCycle := func(t *testing.T, wantFunctions bool) {
+		t.Helper()
+		nodes, err := redisnode.Dial(ctx, s.UserURL("locker", aclPassword))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = nodes.Close() })
+		l := newLocker(t, nodes, redlock.Config{RejoinDelay: freshServers})
+		lease, err := l.TryAcquire(ctx, "r")
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(ctx))
+		require.Equal(t, wantFunctions, nodes[0].(*redisnode.Node).UsesFunctions())
+	}
+	evalshas := func() int {
+		stats, err := s.Do(ctx, "INFO", "commandstats").Text()
+		require.NoError(t, err)
+		_, line, _ := strings.Cut(stats, "cmdstat_evalsha:calls=")
+		n, _ := strconv.Atoi(line[:strings.IndexAny(line+",", ",")])
+		return n
+	}
+	t.Run("without the library: EVALSHA", func(t *testing.T) {
+		before := evalshas()
+		lockCycle(t, false)
+		require.Greater(t, evalshas(), before, "the scripts ran by EVALSHA")
+		libs, err := s.Client().FunctionList(ctx, redis.FunctionListQuery{}).Result()
+		require.NoError(t, err)
+		require.Empty(t, libs, "the Locker's user did not load the library either")
+	})
+	t.Run("an administrator loaded the library: FCALL", func(t *testing.T) {
+		require.NoError(t, s.Do(ctx, "FUNCTION", "LOAD", scripts.Functions.Source()).Err())
+		lockCycle(t, true)
+	})
+	// The Locker's user was refused nothing but its node's FUNCTION LOAD
+	// (and CONFIG GET): the tenant's refusals are the only others.
+	entries, err := s.Do(ctx, "ACL", "LOG").Slice()
+	require.NoError(t, err)
+	for _, e := range entries {
+		m, ok := e.(map[any]any)
+		require.True(t, ok, "%#v", e)
+		if m["username"] == "locker" {
+			require.Contains(t, []any{"function|load", "config|get"}, m["object"], "%v", m)
+		}
+	}
 }
 
 // TestACLUserIsConfinedToItsPrefix: the same user cannot reach other keys,

@@ -3,6 +3,7 @@ package rueidisnode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -244,6 +245,13 @@ func TestUptimeRefusesAllKeysEviction(t *testing.T) {
 	_, err := n.Uptime(context.Background())
 	require.ErrorIs(t, err, redlock.ErrEvictsLocks, "the core refuses it as it refuses redisnode's")
 	require.Contains(t, err.Error(), "allkeys-lru")
+}
+
+// TestErrEvictsLocksIsRedlocks: the deprecated rueidisnode.ErrEvictsLocks
+// and redlock.ErrEvictsLocks match the same errors.
+func TestErrEvictsLocksIsRedlocks(t *testing.T) {
+	err := fmt.Errorf("rueidisnode: %w: maxmemory-policy allkeys-lru", redlock.ErrEvictsLocks)
+	require.True(t, errors.Is(err, redlock.ErrEvictsLocks) && errors.Is(err, rueidisnode.ErrEvictsLocks))
 }
 
 // TestSubscribeDeliversReleases: a watched key's announcements reach

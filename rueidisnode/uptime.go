@@ -113,6 +113,14 @@ func (n *Node) learnConfig(ctx context.Context, st *upState) {
 	}
 }
 
+// ErrEvictsLocks is redlock.ErrEvictsLocks, which Uptime's error wraps for
+// a server that may evict any key (maxmemory with an allkeys-* policy).
+//
+// Deprecated: use redlock.ErrEvictsLocks. This name is kept so that code
+// written against earlier versions of this package still compiles; both
+// match the same errors under errors.Is.
+var ErrEvictsLocks = redlock.ErrEvictsLocks
+
 // configGet reads CONFIG GET pattern as a map (RESP3 sends a map, RESP2 a
 // flat array).
 func (n *Node) configGet(ctx context.Context, pattern string) (map[string]string, error) {

@@ -13,11 +13,15 @@ import (
 // fence key P{R}:fence and the release channel P{R}:released), and only
 // the commands the scripts and the client send:
 //
-//   - FCALL and FUNCTION LOAD, with which a redisnode node runs the
-//     scripts as one function library on Redis 7 and later (without them
-//     it falls back to EVALSHA after one refused FCALL, which the ACL log
-//     records); EVALSHA, and EVAL for when the server's script cache is
-//     empty;
+//   - EVALSHA, and EVAL for when the server's script cache is empty; and
+//     FCALL, with which a redisnode node runs the scripts as one function
+//     library on Redis 7 and later once a trusted administrator has loaded
+//     it (docs/security.md). Not FUNCTION LOAD: whoever may load a
+//     library can replace the code that every user's FCALL of our library
+//     runs, so a user with these rules may not, and where the library is
+//     missing its node's one refused FUNCTION LOAD (which the ACL log
+//     records) makes it run the scripts by EVALSHA, whose digest binds
+//     the code;
 //   - the commands the scripts call: GET, SET, TIME, PTTL, PEXPIRE,
 //     PERSIST, DEL, TYPE, PUBLISH, INFO, SELECT (a new marker deletes the
 //     markers of its name in the server's other dbs: docs/design.md §6.2),
@@ -40,7 +44,7 @@ func LockerACL(keyPrefix string) []string {
 		"~" + p + "*",
 		"&" + p + "*",
 		"-@all",
-		"+fcall", "+function|load", "+evalsha", "+eval",
+		"+fcall", "+evalsha", "+eval",
 		"+get", "+set", "+time", "+pttl", "+pexpire", "+persist", "+del", "+type", "+publish", "+select",
 		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
 		"+zcount", "+zremrangebyscore", // the read-write lock's readers
@@ -56,13 +60,14 @@ func LockerACL(keyPrefix string) []string {
 // redisfence.Store needs on the protected resource's Redis server: keys under
 // prefix only; EVALSHA and EVAL for the fenced write (which calls GET and
 // SET), MULTI, GET and EXEC for reads, PING, and what go-redis sends when it
-// connects. Like LockerACL, the rules start with "reset".
+// connects; no FCALL or FUNCTION, which the Store never sends. Like
+// LockerACL, the rules start with "reset".
 func StoreACL(prefix string) []string {
 	return []string{
 		"reset",
 		"~" + aclGlob(prefix) + "*",
 		"-@all",
-		"+fcall", "+function|load", "+evalsha", "+eval",
+		"+evalsha", "+eval",
 		"+get", "+set", "+multi", "+exec",
 		"+ping",
 	}

@@ -34,7 +34,7 @@ func TestLockerACLAllowsEveryScriptCommand(t *testing.T) {
 	for cmd := range used {
 		require.Contains(t, acl, "+"+cmd, "a script calls %s", strings.ToUpper(cmd))
 	}
-	client := []string{"+fcall", "+function|load", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+info"}
+	client := []string{"+fcall", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+info"}
 	for _, r := range acl {
 		if strings.HasPrefix(r, "+") && !slices.Contains(client, r) {
 			require.True(t, used[r[1:]], "LockerACL allows %s, which no script calls", r)
@@ -51,4 +51,28 @@ func TestSecurityDocGivesLockerACL(t *testing.T) {
 	acl := testutil.LockerACL("redlock:")
 	want := "ACL SETUSER redlock " + acl[0] + " on >CHANGE-ME " + strings.Join(acl[1:], " ")
 	require.Contains(t, string(doc), want+"\n")
+}
+
+// TestSecurityDocGivesStoreACL: docs/security.md's ACL SETUSER line for
+// redisfence.Store's user is StoreACL's rules.
+func TestSecurityDocGivesStoreACL(t *testing.T) {
+	doc, err := os.ReadFile("../docs/security.md")
+	require.NoError(t, err)
+	acl := testutil.StoreACL("fencing:")
+	want := "ACL SETUSER writer " + acl[0] + " on >CHANGE-ME " + strings.Join(acl[1:], " ")
+	require.Contains(t, string(doc), want+"\n")
+}
+
+// TestMinimalACLsGiveNoFunctionLoad: neither minimal user may load a
+// function library (FUNCTION LOAD, or all of FUNCTION): whoever may can
+// replace the code every user's FCALL of the scripts' library runs
+// (docs/security.md). The Store's user has no FCALL either; it never sends
+// one.
+func TestMinimalACLsGiveNoFunctionLoad(t *testing.T) {
+	for _, acl := range [][]string{testutil.LockerACL("redlock:"), testutil.StoreACL("fencing:")} {
+		for _, r := range acl {
+			require.False(t, strings.HasPrefix(r, "+function") || r == "+@scripting" || r == "+@all", "rule %s", r)
+		}
+	}
+	require.NotContains(t, testutil.StoreACL("fencing:"), "+fcall")
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -83,8 +84,9 @@ func (s *Store) keys(key string) (value, fence string, err error) {
 // fencing.ErrInvalidToken before anything is sent. An error from Redis (such as
 // WRONGTYPE when the fence key holds something other than a token, in which
 // case nothing is written) or a reply Write cannot make sense of is returned
-// wrapped; after an unexpected reply, whether the value was written is
-// unknown. Any expiry set on the value key by others is removed.
+// wrapped (a malformed token in the reply does not match
+// fencing.ErrInvalidToken); after an unexpected reply, whether the value was
+// written is unknown. Any expiry set on the value key by others is removed.
 func (s *Store) Write(ctx context.Context, key, value string, t fencing.Token) error {
 	if t == 0 {
 		return fmt.Errorf("%w: 0 for %q (redlock never issues token 0)", fencing.ErrInvalidToken, key)
@@ -119,7 +121,9 @@ func (s *Store) Write(ctx context.Context, key, value string, t fencing.Token) e
 // value is empty. highest is 0 when the fence key does not exist. Both are
 // reported separately because someone else may have deleted one of the two
 // keys. A fence key holding anything but a token in canonical decimal form
-// is an error, as is a value key of the wrong type.
+// (or "0") is an error naming the fence key, as is a value key of the wrong
+// type; neither matches fencing.ErrInvalidToken, which is kept for a token
+// the caller passed.
 func (s *Store) Read(ctx context.Context, key string) (value string, highest fencing.Token, found bool, err error) {
 	vk, fk, err := s.keys(key)
 	if err != nil {
@@ -203,10 +207,27 @@ func describeReply(v any) string {
 
 // parseCounter parses a fence key's value or a token in a reply: a token in
 // fencing's canonical form (fencing.ParseToken), or "0", which a counter
-// that has counted nothing may hold.
+// that has counted nothing may hold. Its error does not wrap
+// fencing.ErrInvalidToken: that error is the caller's token refused (Write's
+// token 0), while this one is data on the server, or a reply, that is not a
+// counter.
 func parseCounter(s string) (fencing.Token, error) {
 	if s == "0" {
 		return 0, nil
 	}
-	return fencing.ParseToken(s)
+	t, err := fencing.ParseToken(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a counter (canonical decimal: digits only, no sign, spaces or leading zeros, at most 18446744073709551615)", quoteShort(s))
+	}
+	return t, nil
+}
+
+// quoteShort quotes s for an error message, cut to a readable length: s is
+// data read from the server.
+func quoteShort(s string) string {
+	const limit = 40
+	if len(s) > limit {
+		return strconv.Quote(s[:limit]) + "..."
+	}
+	return strconv.Quote(s)
 }

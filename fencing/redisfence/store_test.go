@@ -173,6 +173,35 @@ func TestStoreWrongType(t *testing.T) {
 	})
 }
 
+// TestStoreCorruptFenceKeyIsNotAnInvalidToken: a fence key holding
+// something that is not a counter ("007") makes Read fail with an error
+// that names the fence key and does not match fencing.ErrInvalidToken
+// (Write's error for a caller's token 0, refused before anything is sent);
+// Write over it fails too, without that error, and writes nothing. A
+// malformed token in a write reply does not match it either.
+func TestStoreCorruptFenceKeyIsNotAnInvalidToken(t *testing.T) {
+	ctx := context.Background()
+	s, mr, _ := newStore(t, "p:")
+	require.NoError(t, mr.Set("p:k", "precious"))
+	require.NoError(t, mr.Set("p:k:fence", "007"))
+
+	_, _, _, err := s.Read(ctx, "k")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, fencing.ErrInvalidToken)
+	require.ErrorContains(t, err, `"p:k:fence"`)
+	require.ErrorContains(t, err, `"007" is not a counter`)
+
+	err = s.Write(ctx, "k", "new", 9)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, fencing.ErrInvalidToken)
+	mr.CheckGet(t, "p:k", "precious")
+	mr.CheckGet(t, "p:k:fence", "007")
+
+	_, _, err = redisfence.ParseWriteReply([]any{int64(0), "007"})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, fencing.ErrInvalidToken)
+}
+
 // TestStoreScriptFlush checks that Write still works after the server's
 // script cache is emptied (go-redis falls back from EVALSHA to EVAL).
 func TestStoreScriptFlush(t *testing.T) {
