@@ -122,7 +122,7 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	// floor, or the list lacks the delay (a.delay unset) and the node has
 	// its trust argument.
 	args := a.list
-	withDelay := len(args) > 10
+	withDelay := a.delay != nil // prepare put it in the list
 	if a.floor != "" || (a.trust != nil && !withDelay) {
 		args = append(make([]any, 0, 11), a.list...)
 		if a.floor != "" {

@@ -79,7 +79,7 @@ func (g grantGate) withMarker(keys []string, key string) []string {
 // grantOn runs a granting script on node i under the data-loss rule: try
 // runs it with the node's gate and says whether it granted. Every check of
 // the rule runs in the script, on the node (scripts/trust.lua): a replica
-// answers an error, a node that may have lost data refuses {3, ms, why}.
+// answers an error, a node that may have lost data refuses ("sitout").
 // The Locker adds one check of its own: a node whose maxmemory-policy it
 // last read as allkeys-* fails with ErrEvictsLocks (no key of ours is safe
 // from eviction there). The last two arguments are unused since Safety v4

@@ -117,10 +117,11 @@ func parseGrant(reply any) (grant, error) {
 
 // parseSitOut decodes the "sitout" verdict of the granting scripts and of
 // rehold: a node that may have lost data refuses for ms more milliseconds,
-// for the reason why (scripts/trust.lua). reply names the reply in errors.
+// for the reason why (scripts/trust.lua). reply is the whole reply, for
+// errors.
 func parseSitOut(reply any, ms int64, why string) (grant, error) {
 	if ms < 0 {
-		return grant{}, fmt.Errorf("%w: acquire reply %s", errBadReply, describeReply(reply))
+		return grant{}, fmt.Errorf("%w: sitout reply %s", errBadReply, describeReply(reply))
 	}
 	text, known := lossReasons[why]
 	if !known {

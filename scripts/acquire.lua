@@ -54,6 +54,9 @@
 --            records a live lease (counter.lua, C5)
 -- Errors:
 --   error REPLICA ...      the node is a replica
+--   error ERR ... SELECT refused ...  a new marker cannot search the
+--                          server's other dbs (trust.lua, t_alone: an ACL
+--                          without SELECT); the marker is not kept
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1 (nothing is written)
 -- A free lock is granted only to the head of its live queue, or to anyone

@@ -37,6 +37,9 @@
 -- Errors:
 --   error ERR ...          a floor mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
+--   error ERR ... SELECT refused ...  a new marker cannot search the
+--                          server's other dbs (trust.lua, t_alone: an ACL
+--                          without SELECT); the marker is not kept
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   a free lock's counter is at 2^63-1
 -- Every check runs before the first write (as in acquire.lua): an error

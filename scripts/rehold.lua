@@ -24,6 +24,9 @@
 --   why      why it sits out ("sitout", as acquire.lua says; else "")
 -- Errors:
 --   error REPLICA ...      the node is a replica
+--   error ERR ... SELECT refused ...  a new marker cannot search the
+--                          server's other dbs (trust.lua, t_alone: an ACL
+--                          without SELECT); the marker is not kept
 --   error WRONGTYPE ...    a key holds someone else's data
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end

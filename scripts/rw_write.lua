@@ -30,6 +30,9 @@
 -- Errors:
 --   error ERR ...          a mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
+--   error ERR ... SELECT refused ...  a new marker cannot search the
+--                          server's other dbs (trust.lua, t_alone: an ACL
+--                          without SELECT); the marker is not kept
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1
 -- Granted only where no writer holds the lock and the readers index has
