@@ -71,11 +71,13 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
-// kill SIGKILLs nodes, waits, and restarts them (AOF reloaded).
-func (e *env) kill(ctx context.Context, kind string, nodes []int, d time.Duration, majority bool) error {
+// kill SIGKILLs nodes, waits, and restarts them (AOF reloaded), one after
+// the other. It returns when the first restart began: the earliest a
+// restarted node can answer, and so notice its loss.
+func (e *env) kill(ctx context.Context, kind string, nodes []int, d time.Duration, majority bool) (restarting time.Duration, err error) {
 	for _, i := range nodes {
 		if err := e.nodes[i].Kill(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	f := chaos.Fault{Kind: kind, Nodes: nodes, Start: e.h.Now(), MajorityDown: majority}
@@ -84,10 +86,10 @@ func (e *env) kill(ctx context.Context, kind string, nodes []int, d time.Duratio
 	e.h.AddFault(f)
 	for _, i := range nodes {
 		if err := e.nodes[i].Restart(); err != nil {
-			return err
+			return f.End, err
 		}
 	}
-	return nil
+	return f.End, nil
 }
 
 // pause SIGSTOPs nodes, waits, and resumes them.
@@ -112,7 +114,8 @@ func (e *env) pause(ctx context.Context, kind string, nodes []int, d time.Durati
 var (
 	// killMinority crashes one or two of the five nodes for 0.2-1.5s.
 	killMinority = nemesis{"kill-minority", func(ctx context.Context, e *env, rng *rand.Rand) error {
-		return e.kill(ctx, "kill-minority", pick(rng, 1+rng.IntN(2)), between(rng, 200*time.Millisecond, 1500*time.Millisecond), false)
+		_, err := e.kill(ctx, "kill-minority", pick(rng, 1+rng.IntN(2)), between(rng, 200*time.Millisecond, 1500*time.Millisecond), false)
+		return err
 	}}
 	// pauseShort freezes one or two nodes for less than half the shortest
 	// lease: the nodes' replies arrive late, the locks on them stand.
@@ -129,14 +132,19 @@ var (
 	majorityDown = nemesis{"majority-down", func(ctx context.Context, e *env, rng *rand.Rand) error {
 		nodes, d := pick(rng, 3), between(rng, 500*time.Millisecond, 2*time.Second)
 		if rng.IntN(2) == 0 {
-			if err := e.kill(ctx, "majority-killed", nodes, d, true); err != nil {
+			restarting, err := e.kill(ctx, "majority-killed", nodes, d, true)
+			if err != nil {
 				return err
 			}
 			// Safety v4: every restart takes a new replication id, so the
 			// restarted majority sits out the rejoin delay (checked as an
-			// outage), and the clients get one to two delays of work.
-			now := e.h.Now()
-			e.lost("majority-restarted", nodes, now, now)
+			// outage), and the clients get one to two delays of work. The
+			// nodes restart one after the other, each sitting out from
+			// when a call first reached it: the outage is checked from
+			// the first restart (a slow machine takes a while over each;
+			// from the last one, the first node's sit-out, ended by then,
+			// read as a grant during the outage).
+			e.lost("majority-restarted", nodes, restarting, e.h.Now())
 			hold(ctx, between(rng, e.rejoinDelay(), 2*e.rejoinDelay()))
 			return nil
 		}
@@ -175,7 +183,7 @@ var (
 	restartEmpty = nemesis{"restart-empty", func(ctx context.Context, e *env, rng *rand.Rand) error {
 		end := time.Now().Add(between(rng, 500*time.Millisecond, 1500*time.Millisecond))
 		for ctx.Err() == nil && time.Now().Before(end) {
-			if err := e.kill(ctx, "restart-empty", pick(rng, 1), between(rng, 0, 20*time.Millisecond), false); err != nil {
+			if _, err := e.kill(ctx, "restart-empty", pick(rng, 1), between(rng, 0, 20*time.Millisecond), false); err != nil {
 				return err
 			}
 			sleep(ctx, between(rng, 50*time.Millisecond, 200*time.Millisecond))
