@@ -255,19 +255,19 @@ func (h handOver) args() [2]any {
 	if h.built[0] != nil {
 		return h.built
 	}
-	if h.step == "" {
+	if !h.on {
 		return noHandOver
 	}
 	return [2]any{"handover", strconv.FormatInt(max(h.delay, 0).Milliseconds(), 10)}
 }
 
 // handOver is what a node needs to hand a released lock over to the head
-// of its wait queue (scripts/queue.lua, q_give): the rejoin delay
-// (negative when the rule is off: the checks apply, nothing is waited) and
-// a non-empty step ("": no hand-over).
+// of its wait queue (scripts/queue.lua, q_give): whether to (on) and the
+// rejoin delay (negative when the rule is off: the checks apply, nothing
+// is waited).
 type handOver struct {
+	on    bool
 	delay time.Duration
-	step  string
 	// built holds args() once built (Locker.handOver).
 	built [2]any
 }
@@ -291,7 +291,7 @@ func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
 		a.prepare()
 	}
 	keys := a.keys[:4]
-	if a.marker != "" && a.handOver.step != "" {
+	if a.marker != "" && a.handOver.on {
 		keys = append(keys[:4:4], a.marker)
 	}
 	if len(a.keys) > 4 {

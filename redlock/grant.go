@@ -205,11 +205,10 @@ func (l *Locker) acquireOn(ctx context.Context, i int, a acquireArgs) (grant, er
 	}, nil, nil)
 }
 
-// seedStep is the value the Locker passes in the scripts' former seed-step
-// argument, which they no longer read: a new counter's start is rounded to
-// a node-side constant (scripts/counter.lua, c_step), so that no Config can
-// make tokens go back. It stays non-empty: a hand-over (handOver.step)
-// needs it set.
+// seedStep is the value the Locker passes in the seed-step argument that
+// fence, renew and rehold still take and no longer read: a new counter's
+// start is rounded to a node-side constant (scripts/counter.lua, c_step),
+// so that no Config can make tokens go back.
 func seedStep(c Config) string {
 	d := c.RejoinDelay
 	if d < 0 {

@@ -20,7 +20,7 @@ func handPlace(id, token string, lease, ttl time.Duration, ch string) *place {
 	}
 }
 
-var testHandOver = handOver{delay: -1, step: "1"}
+var testHandOver = handOver{on: true, delay: -1}
 
 // listen subscribes to channel on q's server and returns its messages
 // (miniredis delivers them synchronously: they must be read as they come).

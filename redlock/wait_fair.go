@@ -360,7 +360,7 @@ type fairLeases struct {
 }
 
 func newFairLeases(l *Locker) *fairLeases {
-	h := handOver{delay: l.cfg.RejoinDelay, step: l.seedStep}
+	h := handOver{on: true, delay: l.cfg.RejoinDelay}
 	h.built = h.args()
 	return &fairLeases{l: l, handOver: h}
 }
