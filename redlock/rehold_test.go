@@ -61,7 +61,10 @@ const reholdLease = 3 * time.Second
 func handedOverLate(t *testing.T, ctx context.Context, hung []bool) (*redlock.Locker, <-chan error, <-chan struct{}) {
 	c := testutil.NewMiniCluster(t, 3)
 	cfg := redlock.Config{LeaseDuration: reholdLease}
-	holder := newLocker(t, c.Nodes(), cfg)
+	// The holder's lease only has to outlast the wait: a long one, which a
+	// loaded machine's late renewals cannot lose (a 3 s one was lost once,
+	// beside two busy loops). The lock handed over lasts the waiter's.
+	holder := newLocker(t, c.Nodes(), redlock.Config{LeaseDuration: 30 * time.Second})
 	lease, err := holder.Acquire(testutil.Context(t), "late")
 	require.NoError(t, err)
 
