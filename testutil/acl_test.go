@@ -42,25 +42,19 @@ func TestLockerACLAllowsEveryScriptCommand(t *testing.T) {
 	}
 }
 
-// TestSecurityDocGivesLockerACL: docs/security.md's ACL SETUSER line for
-// the Locker's user is LockerACL's rules, so the documented user runs
-// every script.
-func TestSecurityDocGivesLockerACL(t *testing.T) {
+// TestSecurityDocGivesTheACLs: docs/security.md's ACL SETUSER lines for
+// the Locker's user and for redisfence.Store's user are LockerACL's and
+// StoreACL's rules, so the documented users run every script they need.
+func TestSecurityDocGivesTheACLs(t *testing.T) {
 	doc, err := os.ReadFile("../docs/security.md")
 	require.NoError(t, err)
-	acl := testutil.LockerACL("redlock:")
-	want := "ACL SETUSER redlock " + acl[0] + " on >CHANGE-ME " + strings.Join(acl[1:], " ")
-	require.Contains(t, string(doc), want+"\n")
-}
-
-// TestSecurityDocGivesStoreACL: docs/security.md's ACL SETUSER line for
-// redisfence.Store's user is StoreACL's rules.
-func TestSecurityDocGivesStoreACL(t *testing.T) {
-	doc, err := os.ReadFile("../docs/security.md")
-	require.NoError(t, err)
-	acl := testutil.StoreACL("fencing:")
-	want := "ACL SETUSER writer " + acl[0] + " on >CHANGE-ME " + strings.Join(acl[1:], " ")
-	require.Contains(t, string(doc), want+"\n")
+	for user, acl := range map[string][]string{
+		"redlock": testutil.LockerACL("redlock:"),
+		"writer":  testutil.StoreACL("fencing:"),
+	} {
+		want := "ACL SETUSER " + user + " " + acl[0] + " on >CHANGE-ME " + strings.Join(acl[1:], " ")
+		require.Contains(t, string(doc), want+"\n", "the user %s", user)
+	}
 }
 
 // TestMinimalACLsGiveNoFunctionLoad: neither minimal user may load a
