@@ -78,6 +78,9 @@ if not given then return ferr end
 if queue_mode ~= 'queue' and queue_mode ~= 'alone' then
   return redis.error_reply('ERR redlock acquire: queue mode ' .. queue_mode .. ' is neither queue nor alone')
 end
+-- brought and place_ttl are the ticket (or proposed time) the caller
+-- brings and how long its place lasts (mode "queue"; checked below).
+local brought, place_ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
 if queue_mode == 'queue' then
   if ticket_mode ~= 'agreed' and ticket_mode ~= 'propose' then
     return redis.error_reply('ERR redlock acquire: ticket mode ' .. tostring(ticket_mode) .. ' is neither agreed nor propose')
@@ -85,12 +88,11 @@ if queue_mode == 'queue' then
   -- Mode "queue" needs its values: a place, a ticket (agreed: above 0, as
   -- every ticket a node gives is) or a time (propose: not negative), and
   -- a time to keep the place (above 0).
-  local t, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
   if (ARGV[7] or '') == '' then
     return redis.error_reply('ERR redlock acquire: queue mode queue needs a place')
-  elseif not t or t < 0 or (ticket_mode == 'agreed' and t <= 0) then
+  elseif not brought or brought < 0 or (ticket_mode == 'agreed' and brought <= 0) then
     return redis.error_reply('ERR redlock acquire: ticket mode ' .. ticket_mode .. ' needs a ticket above 0 (agreed) or a time not below 0 (propose), not ' .. tostring(ARGV[9]))
-  elseif not ttl or ttl <= 0 then
+  elseif not place_ttl or place_ttl <= 0 then
     return redis.error_reply('ERR redlock acquire: queue mode queue needs how long the place lasts, in ms above 0, not ' .. tostring(ARGV[10]))
   end
 end
@@ -99,7 +101,7 @@ local wid = ''
 if queue_mode == 'queue' then wid = ARGV[7] end
 -- join takes or keeps the caller's place (queue.lua, q_join).
 local function join(now)
-  return q_join(KEYS[3], KEYS[4], wid, ticket_mode == 'agreed', tonumber(ARGV[9]) or 0, tonumber(ARGV[10]) or 1000, now)
+  return q_join(KEYS[3], KEYS[4], wid, ticket_mode == 'agreed', brought, place_ttl, now)
 end
 -- reply is the script's one reply, its fields in their places (header).
 local function reply(verdict, counter, ms, ticket, wait, why)

@@ -52,11 +52,14 @@ for _, m in ipairs({{'announce', announce, 'announce', 'quiet'}, {'hand-over', h
     return redis.error_reply('ERR redlock release: ' .. m[1] .. ' mode ' .. m[2] .. ' is neither ' .. m[3] .. ' nor ' .. m[4])
   end
 end
--- Each mode's value must be there: an announcement, a place, a delay.
-for _, m in ipairs({{'announce', announce == 'announce' and (ARGV[3] or '') == '', 'an announcement'},
-    {'place', placed == 'place' and (ARGV[8] or '') == '', 'a place'},
-    {'handover', handover == 'handover' and not tonumber(ARGV[6] or ''), 'a rejoin delay in ms'}}) do
-  if m[2] then return redis.error_reply('ERR redlock release: mode ' .. m[1] .. ' needs ' .. m[3]) end
+-- Each mode's value must be there: an announcement, a place, a delay
+-- (plain ifs: this runs at every release).
+if announce == 'announce' and (ARGV[3] or '') == '' then
+  return redis.error_reply('ERR redlock release: mode announce needs an announcement')
+elseif placed == 'place' and (ARGV[8] or '') == '' then
+  return redis.error_reply('ERR redlock release: mode place needs a place')
+elseif handover == 'handover' and not tonumber(ARGV[6] or '') then
+  return redis.error_reply('ERR redlock release: mode handover needs a rejoin delay in ms')
 end
 -- place is the caller's own place ('' for none), delay the rejoin delay
 -- of a hand-over ('' for none: q_give hands nothing over).
