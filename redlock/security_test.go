@@ -234,13 +234,7 @@ func TestMinimalACLUserCannotPlantTheLibrary(t *testing.T) {
 		require.NoError(t, lease.Release(ctx))
 		require.Equal(t, wantFunctions, nodes[0].(*redisnode.Node).UsesFunctions())
 	}
-	evalshas := func() int {
-		stats, err := s.Do(ctx, "INFO", "commandstats").Text()
-		require.NoError(t, err)
-		_, line, _ := strings.Cut(stats, "cmdstat_evalsha:calls=")
-		n, _ := strconv.Atoi(line[:strings.IndexAny(line+",", ",")])
-		return n
-	}
+	evalshas := func() int { return testutil.CommandCalls(t, s)["evalsha"] }
 	t.Run("without the library: EVALSHA", func(t *testing.T) {
 		before := evalshas()
 		lockCycle(t, false)

@@ -607,6 +607,27 @@ func (s *RedisServer) Node() redlock.Node {
 	return newNode(s.clients.add(redis.NewClient(opts)))
 }
 
+// CommandCalls reads INFO commandstats on s: the calls of each command
+// since the server started or CONFIG RESETSTAT (lower case, such as
+// "fcall" or "evalsha"; subcommands as "function|load"; a command not yet
+// called is absent, 0 in the map).
+func CommandCalls(t testing.TB, s *RedisServer) map[string]int {
+	t.Helper()
+	info, err := s.Do(Context(t), "INFO", "commandstats").Text()
+	require.NoError(t, err)
+	calls := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		require.NoError(t, err)
+		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return calls
+}
+
 // Do runs one raw command on the server through a shared client (for
 // example Do(ctx, "CONFIG", "GET", "maxmemory-policy")).
 func (s *RedisServer) Do(ctx context.Context, args ...any) *redis.Cmd {

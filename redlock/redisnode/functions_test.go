@@ -18,26 +18,6 @@ import (
 	"github.com/e6344662/go-redlock/testutil"
 )
 
-// commandCalls reads INFO commandstats on s: the calls of each command
-// (lower case, such as "fcall" or "evalsha"; subcommands as
-// "function|load").
-func commandCalls(t *testing.T, s *testutil.RedisServer) map[string]int {
-	t.Helper()
-	info, err := s.Do(testutil.Context(t), "INFO", "commandstats").Text()
-	require.NoError(t, err)
-	calls := map[string]int{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-		require.NoError(t, err)
-		calls[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	return calls
-}
-
 // lockCycles takes and releases resource n times through a Locker over
 // node, each time checking that the lock is held on the server.
 func lockCycles(t *testing.T, node redlock.Node, s *testutil.RedisServer, resource string, n int) {
@@ -66,7 +46,7 @@ func TestScriptsRunAsFunctionsOnRedis7(t *testing.T) {
 	node := s.Node().(*redisnode.Node)
 	require.True(t, node.UsesFunctions())
 	lockCycles(t, node, s, "f", 5)
-	calls := commandCalls(t, s)
+	calls := testutil.CommandCalls(t, s)
 	require.Equal(t, 1, calls["function|load"])
 	require.GreaterOrEqual(t, calls["fcall"], 5*3, "acquire, renew and release each time")
 	require.Zero(t, calls["evalsha"]+calls["eval"])
@@ -132,7 +112,7 @@ func TestFunctionsComeBackAfterAFlush(t *testing.T) {
 		names = append(names, l.Name)
 	}
 	require.ElementsMatch(t, []string{other.Name(), scripts.Functions.Name()}, names, "two versions side by side")
-	require.Zero(t, commandCalls(t, s)["evalsha"])
+	require.Zero(t, testutil.CommandCalls(t, s)["evalsha"])
 }
 
 // TestFunctionsFallBackToEvalsha: where the server has no functions for
@@ -158,7 +138,7 @@ func TestFunctionsFallBackToEvalsha(t *testing.T) {
 		node := s.Node().(*redisnode.Node)
 		lockCycles(t, node, s, "f", 3)
 		require.False(t, node.UsesFunctions())
-		require.Positive(t, commandCalls(t, s)["evalsha"])
+		require.Positive(t, testutil.CommandCalls(t, s)["evalsha"])
 	})
 	for _, acl := range []string{"-fcall", "-function", "-@scripting +evalsha +eval"} {
 		t.Run("acl "+acl, func(t *testing.T) {
@@ -173,7 +153,7 @@ func TestFunctionsFallBackToEvalsha(t *testing.T) {
 			node := redisnode.New(c)
 			lockCycles(t, node, s, "f", 3)
 			require.False(t, node.UsesFunctions())
-			calls := commandCalls(t, s)
+			calls := testutil.CommandCalls(t, s)
 			require.Positive(t, calls["evalsha"])
 			require.LessOrEqual(t, calls["fcall"], 2, "FCALL is not tried again")
 		})
@@ -190,7 +170,7 @@ func TestFunctionsFallBackToEvalsha(t *testing.T) {
 		node := s.Node().(*redisnode.Node).WithoutFunctions()
 		require.False(t, node.UsesFunctions())
 		lockCycles(t, node, s, "f", 3)
-		calls := commandCalls(t, s)
+		calls := testutil.CommandCalls(t, s)
 		require.Zero(t, calls["fcall"]+calls["function|load"])
 		require.Positive(t, calls["evalsha"])
 	})
@@ -264,7 +244,7 @@ func TestFunctionsAnswerAsScriptsOnAReplicaAndAFullNode(t *testing.T) {
 	require.Zero(t, n, "the lock is free")
 	_, _, fallbacks = redisnode.FunctionCounts(full)
 	require.Positive(t, fallbacks)
-	require.Positive(t, commandCalls(t, primary)["evalsha"], "the refused calls ran as EVALSHA")
+	require.Positive(t, testutil.CommandCalls(t, primary)["evalsha"], "the refused calls ran as EVALSHA")
 	require.False(t, full.UsesFunctions(), "EVALSHA at once for a while")
 	require.Eventually(t, full.UsesFunctions, 10*time.Second, 20*time.Millisecond, "functions are tried again")
 }
@@ -281,5 +261,5 @@ func TestAFunctionCallKeepsItsDeadline(t *testing.T) {
 	require.Error(t, err)
 	_, loads, _ := redisnode.FunctionCounts(node)
 	require.Zero(t, loads)
-	require.Zero(t, commandCalls(t, s)["function|load"])
+	require.Zero(t, testutil.CommandCalls(t, s)["function|load"])
 }
