@@ -144,7 +144,7 @@ var lossReasons = map[string]string{
 	"no-marker":  "its marker key is missing (first use, FLUSHALL or FLUSHDB, SWAPDB, a restart without data, or the marker deleted)",
 	"identity":   "its data's identity changed (a restart with or without AOF, a failover or a failback, a full sync: INFO master_replid)",
 	"clock-back": "its clock stepped back behind a time it had already seen",
-	"key-lost":   "the lock key is missing while its fence counter records a live lease (evicted or deleted)",
+	"key-lost":   "the lock key is missing while its fence counter records a live lease (evicted or deleted; for a read-write lock, the writer's key or the readers index)",
 }
 
 // parseHeld decodes a reply whose lock the caller holds: "granted" (ms

@@ -18,13 +18,15 @@ import (
 
 // TestRWDeadReadersLeaveNoKeysOnRealServer: 300 readers of 300 resources
 // die without releasing (Orphan). Once their leases end, their own keys
-// are gone and each resource keeps only its readers index (no TTL: the
-// evidence an eviction cannot take while a reader may be live, design
-// §6.2), holding the dead reader's lapsed end; one call on the resource
-// (here a writer's TryAcquire and Release) sweeps it, after which no key
-// without a TTL is left but the node's marker, and once the counters'
-// life (20 s) passes the database and its memory are back where they
-// started. The numbers are logged.
+// and their readers indexes (whose TTL reaches their latest end) are gone,
+// and each resource keeps only its fence counter, which records the
+// readers' end without a TTL (the evidence an eviction cannot take while a
+// reader may be live, design §6.2), as a mutex lease that ended by expiry
+// does; one call on the resource (here a writer's TryAcquire and Release)
+// gives the counter its TTL again, after which no key without a TTL is
+// left but the node's marker, and once the counters' life (20 s) passes
+// the database and its memory are back where they started. The numbers
+// are logged.
 func TestRWDeadReadersLeaveNoKeysOnRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -49,13 +51,13 @@ func TestRWDeadReadersLeaveNoKeysOnRealServer(t *testing.T) {
 		r.Orphan() // dies: no renewal, no release
 	}
 	live, liveKeys, liveUse := usedMemory(t, cl), dbSize(t, cl), keysMemory(t, cl)
-	require.Eventually(t, func() bool { return len(scanKeys(t, cl, "*:reader:*")) == 0 }, 20*time.Second, 50*time.Millisecond,
-		"the dead readers' keys expire with their leases")
+	require.Eventually(t, func() bool { return len(scanKeys(t, cl, "*:reader*")) == 0 }, 20*time.Second, 50*time.Millisecond,
+		"the dead readers' keys and their indexes expire with their leases")
 	lapsed, lapsedNoTTL := usedMemory(t, cl), noTTL(t, cl)
 	lapsedUse := keysMemory(t, cl, lapsedNoTTL...)
-	require.Len(t, lapsedNoTTL, n+1, "each resource keeps its readers index until a call sweeps it (and the marker)")
+	require.Len(t, lapsedNoTTL, n+1, "each resource keeps its counter without a TTL until a call on it (and the marker)")
 	for _, k := range lapsedNoTTL {
-		require.True(t, strings.HasSuffix(k, ":rw:readers") || strings.Contains(k, "~trust:"), k)
+		require.True(t, strings.HasSuffix(k, ":rw:fence") || strings.Contains(k, "~trust:"), k)
 	}
 	for _, rw := range locks { // one call on each resource
 		w, err := rw.TryAcquire(ctx)
@@ -67,7 +69,7 @@ func TestRWDeadReadersLeaveNoKeysOnRealServer(t *testing.T) {
 	require.Eventually(t, func() bool { return dbSize(t, cl) == baseKeys }, 60*time.Second, 200*time.Millisecond,
 		"every other key expires (the counters 20 s after their last lease)")
 	after, afterUse := usedMemory(t, cl), keysMemory(t, cl)
-	t.Logf("%d dead readers: keys (MEMORY USAGE summed) / used_memory: before %d keys %d B / %d B; live %d keys %d B / %d B; leases ended: %d keys without a TTL, %d B (the counters, with a TTL, aside) / %d B; after one call per resource and the counters' life: %d keys %d B / %d B",
+	t.Logf("%d dead readers: keys (MEMORY USAGE summed) / used_memory: before %d keys %d B / %d B; live %d keys %d B / %d B; leases ended: %d keys without a TTL (the counters and the marker), %d B / %d B; after one call per resource and the counters' life: %d keys %d B / %d B",
 		n, baseKeys, baseUse, base, liveKeys, liveUse, live, len(lapsedNoTTL), lapsedUse, lapsed, dbSize(t, cl), afterUse, after)
 	// The marker may have grown (it keeps the db's high-water: design
 	// §6.1), so the keys, not their bytes, are compared.

@@ -444,10 +444,10 @@ func TestRWLockOnClusters(t *testing.T) {
 
 // TestAnEvictedReaderKeyStillExcludesWriters: a reader's own key evicted
 // (deleted on every node, as a volatile-* policy may, since it has a TTL)
-// does not free the lock: the readers index, which has no TTL, still
-// records the reader until the end of its lease, so a writer is refused
-// ("readers hold it") until then, and Inspect still shows the reader (its
-// owner unknown without its key).
+// does not free the lock: the readers index still records the reader
+// until the end of its lease, so a writer is refused ("readers hold it")
+// until then, and Inspect still shows the reader (its owner unknown
+// without its key).
 func TestAnEvictedReaderKeyStillExcludesWriters(t *testing.T) {
 	c, l, rw, r := deadReader(t)
 	ctx := testutil.Context(t)
@@ -467,4 +467,22 @@ func TestAnEvictedReaderKeyStillExcludesWriters(t *testing.T) {
 	w, err := rw.TryAcquire(ctx)
 	require.NoError(t, err, "free once the reader's lease ended")
 	require.NoError(t, w.Release(ctx))
+}
+
+// readersIndex is the readers index key of l's read-write lock "doc".
+func readersIndex(l *redlock.Locker) string { return l.Key("doc") + ":rw:readers" }
+
+// TestADeadReadersIndexGoesWithItsLease: the readers index has a TTL that
+// reaches its latest reader's end, so readers that die leave no index.
+func TestADeadReadersIndexGoesWithItsLease(t *testing.T) {
+	c, l, _, _ := deadReader(t)
+	for i := range c.Len() {
+		ttl := c.Server(i).TTL(readersIndex(l))
+		require.Positive(t, ttl, "node %d: the index has a TTL", i)
+		require.LessOrEqual(t, ttl, 2*time.Second+50*time.Millisecond, "node %d: no longer than its reader's lease", i)
+	}
+	forward(c, 2*time.Second+5*time.Millisecond)
+	for i := range c.Len() {
+		require.False(t, c.Server(i).Exists(readersIndex(l)), "node %d: the index is gone with its reader's lease", i)
+	}
 }

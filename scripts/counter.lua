@@ -21,7 +21,10 @@
 --      constant, 20 s): a counter outlives its last lease by c_life.
 --   C5 lost key: a grant that finds the lock key missing while the
 --      counter's U is more than c_grace ahead of the node's clock refuses
---      until U ("lock key lost": evicted or deleted by hand).
+--      until U ("lock key lost": evicted or deleted by hand). A read-write
+--      lock's readers share the counter: U is then the latest end of its
+--      live readers, and the readers index (which has a TTL) must account
+--      for it (rw_read.lua; c_end lowers U when a reader leaves).
 --   C6 high-water (Safety v4.1): the db's marker (trust.lua) keeps the
 --      largest counter value counted or fenced in its db since the marker
 --      was created, rewritten when a value goes above it; a counter that
@@ -124,9 +127,8 @@ end
 -- the db's high-water when that is higher (C1, C6);
 -- a counter below floor (a canonical decimal, or '' for none) counts on
 -- from floor (C2). The holder's lease runs until upto (µs on the node's
--- clock; nil for a reader of a read-write lock, whose end its readers
--- index records: the counter then lives c_life). Returns the new counter
--- as Redis stores it.
+-- clock; nil when no lease runs: the counter then lives c_life). Returns
+-- the new counter as Redis stores it.
 local function c_count(kf, fence, floor, upto)
   local v = fence
   if not v then
@@ -168,17 +170,43 @@ local function c_declared(k)
   return false
 end
 
--- c_end ends a lease on lock key kl (released or given up): a reader
--- leaves its readers index kr (declared in KEYS, else it stays there until
--- its score lapses and a sweep takes it), whose last member takes the
--- index with it; any other lease's counter goes back to "V" for c_life
--- (C4). A key that holds someone else's data is left alone.
+-- c_span sets the readers index kr's TTL to reach its latest entry's end
+-- (ms on the node's clock; now is the clock in ms), so that an index whose
+-- readers all died goes by itself. It may be evicted before that under a
+-- volatile-* policy: the counter's U, which has no TTL, keeps the readers'
+-- end (C5). An index that does not exist is left so.
+local function c_span(kr, now)
+  local last = redis.pcall('ZRANGE', kr, -1, -1, 'WITHSCORES')
+  if type(last) ~= 'table' or last.err or not last[2] then return end
+  redis.call('PEXPIRE', kr, math.max(tonumber(last[2]) - now, 0) + 1)
+end
+
+-- c_end ends a lease on lock key kl (released or given up); a key that
+-- holds someone else's data is left alone. Any lease but a reader's: the
+-- counter goes back to "V" for c_life (C4). A reader leaves its readers
+-- index kr (declared in KEYS; else it stays there until its score lapses
+-- and a sweep takes it, and U stays), whose last member takes the index
+-- with it. Where its entry stood, the index stood and holds every live
+-- reader (an index is created again only by a grant that U does not
+-- forbid: rw_read.lua), so U comes down to the latest end left in it, or
+-- goes (C4) when none is left; where its entry did not stand (the index
+-- was evicted), U stays: a writer waits until it passes.
 local function c_end(kl, kf)
   local kr, tok = c_reader(kl, kf)
+  if kr and not c_declared(kr) then return end
+  local v, bad, upto = nil, nil, nil
   if kr then
-    if c_declared(kr) then redis.pcall('ZREM', kr, tok) end
-    return
+    if redis.pcall('ZREM', kr, tok) ~= 1 then return end
+    v, bad, upto = c_read(kf)
+    if not v or bad or not upto then return end
+    local last = redis.call('ZRANGE', kr, -1, -1, 'WITHSCORES')
+    local top = tonumber(last[2] or '')
+    if top and top >= math.floor(c_now() / 1000) then -- a live reader is left (rw.lua)
+      c_store(kf, v, math.min(upto, top * 1000))
+      return
+    end
+  else
+    v, bad, upto = c_read(kf)
   end
-  local v, bad, upto = c_read(kf)
   if v and not bad and upto then c_store(kf, v, nil) end
 end

@@ -23,7 +23,7 @@ end
 local cur, bad, upto = c_read(KEYS[2])
 if bad then return redis.error_reply(bad) end
 if not cur or c_less(cur, ARGV[2]) then
-  if not upto and not c_reader(KEYS[1], KEYS[2]) then
+  if not upto then -- no end recorded: the caller's own (a recorded U stays)
     upto = c_now() + math.max(redis.call('PTTL', KEYS[1]), 0) * 1000
   end
   c_store(KEYS[2], ARGV[2], upto)

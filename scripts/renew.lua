@@ -23,9 +23,13 @@
 --   error WRONGTYPE ...    the lock key holds someone else's data
 -- The lease's end (the node's clock plus the TTL) goes to the counter as
 -- "V U", without a TTL (a counter lost while the lock stood is counted
--- again from the clock); for a reader of a read-write lock (KEYS[1]
--- "W:reader:<token>", KEYS[2] "W:fence") it goes to the reader's score in
--- the readers index W:readers instead (rw.lua), in milliseconds.
+-- again from the clock); U never goes down here, since a read-write
+-- lock's readers share it. A reader of a read-write lock (KEYS[1]
+-- "W:reader:<token>", KEYS[2] "W:fence") also gets its end, in ms rounded
+-- up, as its score in the readers index W:readers (rw.lua), which is
+-- given a TTL that reaches it; an index that is gone (evicted) is not
+-- created again (only rw_read may, counter.lua C5), and U keeps the
+-- reader's end.
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end
 if not l_holds(v, ARGV[1]) then
@@ -43,16 +47,19 @@ if kr and not c_declared(kr) then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if KEYS[2] then
-  local upto = c_now() + tonumber(ARGV[2]) * 1000
+  local us = c_now()
+  local upto = us + tonumber(ARGV[2]) * 1000
   if kr then
-    redis.pcall('ZADD', kr, 'XX', math.ceil(upto / 1000), tok)
-  else
-    local fence, bad, u = c_read(KEYS[2])
-    if not bad and not fence then
-      c_count(KEYS[2], false, '', upto)
-    elseif not bad then
-      c_store(KEYS[2], fence, math.max(u or 0, upto))
-    end
+    local ms = math.ceil(upto / 1000)
+    upto = ms * 1000
+    redis.pcall('ZADD', kr, 'XX', ms, tok)
+    c_span(kr, math.floor(us / 1000))
+  end
+  local fence, bad, u = c_read(KEYS[2])
+  if not bad and not fence then
+    c_count(KEYS[2], false, '', upto)
+  elseif not bad then
+    c_store(KEYS[2], fence, math.max(u or 0, upto))
   end
 end
 return 1

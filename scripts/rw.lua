@@ -5,21 +5,30 @@
 -- all with the hash tag {R} (one Redis Cluster slot), and every script
 -- names the ones it touches in KEYS:
 --   W = P{R}:rw      the writer's lock, an ordinary lock key "<token> <owner>"
---   W:fence          the fence counter readers and writers share (counter.lua)
+--   W:fence          the fence counter readers and writers share (counter.lua);
+--                    while a lease is live it records, without a TTL, the
+--                    writer's end or the latest end of the live readers
+--                    (U, C3 and C5)
 --   W:readers        the readers index: a sorted set, reader token -> the
 --                    end of its lease (ms on the node's clock, never
 --                    before its key's expiry). A reader is live until the
 --                    clock passes its end: the index, not the reader's
 --                    key, decides (a key that stands has an end not
 --                    passed, so a reader the index dropped has no key).
---                    It has no TTL, so it is
---                    never evicted under noeviction or a volatile-* policy;
---                    every rw_read and rw_write call removes the readers
+--                    Its TTL reaches its latest end (counter.lua, c_span),
+--                    so readers that died leave nothing but the counter;
+--                    under a volatile-* policy it may be evicted before
+--                    then, and the counter's U, which it must account for,
+--                    keeps the live readers' end: while U is ahead of the
+--                    index's latest live end, no writer and no new reader
+--                    is granted (rw_read.lua, rw_write.lua: "key-lost").
+--                    Every rw_read and rw_write call removes the readers
 --                    whose end has passed (rw_sweep), and with the last of
 --                    them the index.
 --   W:reader:<token> one reader's lock "<token> <owner>", TTL = its lease:
---                    what renew.lua, fence.lua and release.lua act on (they
---                    update or remove its index entry).
+--                    what renew.lua, fence.lua and release.lua act on
+--                    (renew raises its index entry and U; release removes
+--                    the entry and lowers U, counter.lua c_end).
 --   W:intent         a sorted set, waiting writer's id -> when its intent
 --                    lapses (ms); while one is live, new readers wait.
 

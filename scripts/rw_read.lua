@@ -21,9 +21,10 @@
 --                       held it (a retried call)
 --            "held"     a writer holds it: ms its PTTL
 --            "intent"   a writer waits (a live intent), for ms at most
---            "sitout"   the node may not grant for ms (trust.lua), or W's
---                       key is gone while the counter records its lease
---                       (why "key-lost", counter.lua C5)
+--            "sitout"   the node may not grant for ms (trust.lua), or the
+--                       counter records a lease that neither W's key nor
+--                       the readers index accounts for (why "key-lost",
+--                       counter.lua C5: W's key, or the index, evicted)
 -- Errors:
 --   error ERR ...          a mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
@@ -32,11 +33,17 @@
 --                          without SELECT); the marker is not kept
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1
--- Granted where no writer holds the lock and no writer waits: it sets the
--- reader's key for the lease's TTL, records the reader in the index with
--- the end of its lease as its score (no TTL on the index: rw.lua), and
--- counts a new holder on the counter the writers share, so that a
--- reader's token exceeds every earlier writer's. Every check that can
+-- Granted where no writer holds the lock, no writer waits, and the
+-- counter's U (the end of the live lease it records) is passed or is the
+-- end of a live reader of the index: it sets the reader's key for the
+-- lease's TTL, records the reader in the index with the end of its lease
+-- as its score (the index's TTL then reaches its latest end: rw.lua),
+-- and counts a new holder on the counter the writers share, so that a
+-- reader's token exceeds every earlier writer's, with U the latest end of
+-- the readers. A U the index does not account for is the lease of a
+-- writer whose key was evicted, or of readers whose index was: a new
+-- index would not hold them, and a release would lower U past them
+-- (counter.lua c_end), so the grant waits until U. Every check that can
 -- fail runs before the first write, a SET; the sweep of lapsed readers
 -- comes last.
 local given, ferr = t_floor('rw_read', ARGV[4], ARGV[5]) -- the caller's floor ('' for none: t_gate)
@@ -48,13 +55,14 @@ if bad then return redis.error_reply(bad) end
 if l_holds(cur, ARGV[1]) then
   local floor, refusal = t_gatevote(KEYS[6], ARGV[6], given)
   if not floor then return refusal end
-  if not fence then fence = c_count(KEYS[2], false, floor, nil) end
-  return t_vote('granted', 0, '', 1, 0, {fence, l_left(redis.call('PTTL', KEYS[5]))})
+  local p = redis.call('PTTL', KEYS[5])
+  if not fence then fence = c_count(KEYS[2], false, floor, c_now() + math.max(p, 0) * 1000) end
+  return t_vote('granted', 0, '', 1, 0, {fence, l_left(p)})
 end
 local w, werr = l_get(KEYS[1])
 if werr then return werr end
 local now = rw_now()
-local _, _, rerr = rw_readers(KEYS[3], now)
+local live, longest, rerr = rw_readers(KEYS[3], now)
 if rerr then return redis.error_reply(rerr) end
 local waiting, left, ierr = rw_intent(KEYS[4], now)
 if ierr then return redis.error_reply(ierr) end
@@ -69,10 +77,13 @@ if fence == c_top then
 end
 local floor, refusal, checked = t_gatevote(KEYS[6], ARGV[6], given)
 if not floor then return refusal end
-local lost = c_lost(upto, c_now())
+-- U is accounted for when the index's latest live end reaches it.
+local lost = 0
+if not (upto and live > 0 and upto <= (now + longest) * 1000) then lost = c_lost(upto, c_now()) end
 if checked and lost > 0 then return t_vote('sitout', lost, 'key-lost') end
 redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[3], rw_ms(rw_end(ARGV[3])), ARGV[1])
-redis.call('PERSIST', KEYS[3])
+local e = rw_end(ARGV[3])
+redis.call('ZADD', KEYS[3], rw_ms(e), ARGV[1])
+c_span(KEYS[3], now)
 rw_sweep(KEYS[3], now)
-return t_vote('granted', 0, '', 1, 0, {c_count(KEYS[2], fence, floor, nil), 0})
+return t_vote('granted', 0, '', 1, 0, {c_count(KEYS[2], fence, floor, math.max(upto or 0, e * 1000)), 0})

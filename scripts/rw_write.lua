@@ -24,9 +24,10 @@
 --                       retried call)
 --            "held"     a writer holds it: ms its PTTL
 --            "readers"  that many live readers hold it, the longest for ms
---            "sitout"   the node may not grant for ms (trust.lua), or W's
---                       key is gone while the counter records its lease
---                       (why "key-lost", counter.lua C5)
+--            "sitout"   the node may not grant for ms (trust.lua), or the
+--                       counter records a live lease while W's key is gone
+--                       and the index has no live reader (why "key-lost",
+--                       counter.lua C5: W's key, or the index, evicted)
 -- Errors:
 --   error ERR ...          a mode of another name (nothing is read)
 --   error REPLICA ...      the node is a replica
@@ -35,10 +36,12 @@
 --                          without SELECT); the marker is not kept
 --   error WRONGTYPE ...    a key holds someone else's data
 --   error FENCEEXHAUSTED   the counter is at 2^63-1
--- Granted only where no writer holds the lock and the readers index has
--- no live reader (rw.lua: the index's scores decide, whether or not a
--- reader's key still stands); it counts a new holder on the shared
--- counter and records its lease's end there (C3). Every check that can
+-- Granted only where no writer holds the lock, the readers index has no
+-- live reader (rw.lua: the index's scores decide, whether or not a
+-- reader's key still stands), and the counter records no live lease (a
+-- writer's whose key was evicted, or readers' whose index was: C5); it
+-- counts a new holder on the shared counter and records its lease's end
+-- there (C3). Every check that can
 -- fail runs before the first write, the SET of a grant or the ZADD of an
 -- intent (a node out of memory refuses either); the sweep of lapsed
 -- readers comes last.

@@ -23,7 +23,7 @@ import (
 //     records) makes it run the scripts by EVALSHA, whose digest binds
 //     the code;
 //   - the commands the scripts call: GET, SET, TIME, PTTL, PEXPIRE,
-//     PERSIST, DEL, TYPE, PUBLISH, INFO, SELECT (a new marker deletes the
+//     DEL, TYPE, PUBLISH, INFO, SELECT (a new marker deletes the
 //     markers of its name in the server's other dbs: docs/design.md §6.2),
 //     for the wait queue EXISTS, ZADD, ZREM, ZRANGE, ZRANGEBYSCORE, ZSCORE,
 //     and for the read-write lock's readers ZCOUNT and ZREMRANGEBYSCORE
@@ -45,7 +45,7 @@ func LockerACL(keyPrefix string) []string {
 		"&" + p + "*",
 		"-@all",
 		"+fcall", "+evalsha", "+eval",
-		"+get", "+set", "+time", "+pttl", "+pexpire", "+persist", "+del", "+type", "+publish", "+select",
+		"+get", "+set", "+time", "+pttl", "+pexpire", "+del", "+type", "+publish", "+select",
 		"+exists", "+zadd", "+zrem", "+zrange", "+zrangebyscore", "+zscore", // the wait queue
 		"+zcount", "+zremrangebyscore", // the read-write lock's readers
 		"+subscribe", "+unsubscribe", "+ping",

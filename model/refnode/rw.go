@@ -8,15 +8,16 @@ import (
 // RWState is what the read-write lock's steps read and write (docs/design.md
 // §14): the writer's lock W, the shared fence counter and the marker (as
 // State's Lock, Fence and Marker), the readers index (token -> the end of
-// the reader's lease, ms on the node's clock; never a TTL), each reader's
-// own key, and the writers' intents (id -> when it lapses, ms) with the
-// intent set's expiry.
+// the reader's lease, ms on the node's clock) with its expiry (ms; 0 for
+// none), each reader's own key, and the writers' intents (id -> when it
+// lapses, ms) with the intent set's expiry.
 type RWState struct {
 	State
-	Readers     map[string]int64
-	ReaderKeys  map[string]Key
-	Intents     map[string]int64
-	IntentExpMS int64
+	Readers      map[string]int64
+	ReadersExpMS int64
+	ReaderKeys   map[string]Key
+	Intents      map[string]int64
+	IntentExpMS  int64
 }
 
 // RWCall is one call of a read-write lock's step: rw_read, rw_write,
@@ -38,8 +39,12 @@ type RWCall struct {
 // headers (rw.lua, rw_read.lua, rw_write.lua, rw_inspect.lua,
 // rw_withdraw.lua) and docs/design.md §14: a reader is live while its
 // index score is ahead of the clock, whether or not its key stands; a
-// writer is granted only where W is free and no reader is live; a reader
-// where W is free and no intent is live; each rw_read and rw_write call
+// writer is granted only where W is free, no reader is live and the
+// counter records no live lease (C5); a reader where W is free, no intent
+// is live and the counter's live lease, if any, is the index's latest live
+// reader's; the counter records the readers' latest end, which a reader's
+// release lowers to the index's latest live end where its entry stood;
+// the index's TTL reaches its latest end; each rw_read and rw_write call
 // removes the readers whose end has passed.
 func RWStep(st RWState, c RWCall, now int64, id Ident) (Reply, RWState) {
 	n := &rwNode{st: clone(st), now: now, id: id}
@@ -91,13 +96,41 @@ func (n *rwNode) live() (int64, int64) {
 	return cnt, most
 }
 
-// sweep removes the readers whose end has passed.
+// sweep removes the readers whose end has passed; the last takes the
+// index with it.
 func (n *rwNode) sweep() {
 	for tok, end := range n.st.Readers {
 		if end < n.ms() {
 			delete(n.st.Readers, tok)
 		}
 	}
+	if len(n.st.Readers) == 0 {
+		n.st.ReadersExpMS = 0
+	}
+}
+
+// top is the latest end in the readers index (0 for an empty one).
+func (n *rwNode) top() int64 {
+	var top int64
+	for _, end := range n.st.Readers {
+		top = max(top, end)
+	}
+	return top
+}
+
+// span gives the readers index a TTL that reaches its latest end
+// (counter.lua, c_span).
+func (n *rwNode) span() {
+	if len(n.st.Readers) > 0 {
+		n.st.ReadersExpMS = n.ms() + max(n.top()-n.ms(), 0) + 1
+	}
+}
+
+// counter runs f on the shared counter (a mutex node without a lock).
+func (n *rwNode) counter(f func(m *node)) {
+	lock := n.st.Lock
+	n.on(Key{}, f)
+	n.st.Lock = lock
 }
 
 // intent counts the live intents and the most ms one has left.
@@ -148,16 +181,41 @@ func (n *rwNode) run(c RWCall) Reply {
 		}
 		k.ExpMS = n.ms() + c.TTLms
 		n.st.ReaderKeys[c.Token] = k
-		if _, ok := n.st.Readers[c.Token]; ok {
-			n.st.Readers[c.Token] = ceilDiv(n.now+c.TTLms*1000, 1000)
+		end := ceilDiv(n.now+c.TTLms*1000, 1000)
+		if _, ok := n.st.Readers[c.Token]; ok { // an index that is gone is not made again
+			n.st.Readers[c.Token] = end
 		}
+		n.span()
+		n.counter(func(m *node) { // U never goes down here (renew.lua)
+			if v, u := m.counter(); v == "" {
+				m.count("", "", end*1000)
+			} else {
+				m.store(v, max(u, end*1000))
+			}
+		})
 		return intReply(1)
 	case "release-reader":
 		if !holdsKey(n.st.ReaderKeys[c.Token], c.Token) {
 			return released(false)
 		}
 		delete(n.st.ReaderKeys, c.Token)
+		if _, ok := n.st.Readers[c.Token]; !ok {
+			return released(true) // the index was evicted: U stays (counter.lua, c_end)
+		}
 		delete(n.st.Readers, c.Token)
+		if len(n.st.Readers) == 0 {
+			n.st.ReadersExpMS = 0
+		}
+		n.counter(func(m *node) { // the index holds every live reader: U comes down
+			v, u := m.counter()
+			switch top := n.top(); {
+			case v == "" || u == 0:
+			case len(n.st.Readers) > 0 && top >= n.ms():
+				m.store(v, min(u, top*1000))
+			default:
+				m.store(v, 0)
+			}
+		})
 		return released(true)
 	case "release-writer":
 		var r Reply
@@ -204,7 +262,7 @@ func (n *rwNode) read(c RWCall) Reply {
 			}
 			v, _ := m.counter()
 			if v == "" {
-				v = m.count("", floor, 0)
+				v = m.count("", floor, n.now+max(pttlOf(k, n.ms()), 0)*1000)
 			}
 			r = arr(int64(1), v, leftOf(pttlOf(k, n.ms())))
 		})
@@ -226,14 +284,18 @@ func (n *rwNode) read(c RWCall) Reply {
 			r = *refusal
 			return
 		}
-		if u-n.now > GraceUS { // W's key lost while its lease runs (C5)
+		live, most := n.live()
+		accounted := u > 0 && live > 0 && u <= (n.ms()+most)*1000
+		if !accounted && u-n.now > GraceUS { // W's key, or the readers index, lost while U runs (C5)
 			r = arr(int64(3), ceilDiv(u-n.now, 1000), "key-lost")
 			return
 		}
 		n.st.ReaderKeys[c.Token] = Key{Present: true, Val: c.Token + " owner", ExpMS: n.ms() + c.TTLms}
-		n.st.Readers[c.Token] = ceilDiv(n.now+c.TTLms*1000, 1000)
+		end := ceilDiv(n.now+c.TTLms*1000, 1000)
+		n.st.Readers[c.Token] = end
+		n.span()
 		n.sweep()
-		r = arr(int64(1), m.count(v, floor, 0))
+		r = arr(int64(1), m.count(v, floor, max(u, end*1000)))
 	})
 	return r
 }

@@ -36,19 +36,20 @@ func readerKey(tok string) string { return rwW + ":reader:" + tok }
 // and a writer's release through the mutex's scripts) on a real
 // redis-server and RWStep with the same random operations, interleaved
 // with the node's clock moving forward (faketime) and keys deleted as an
-// eviction would (a reader's key, the writer's). The rw scripts run with
+// eviction would (a reader's key, the writer's, the readers index). The rw scripts run with
 // the KEYS check in front (scripts.CheckKeys): a key they touch that they
 // do not declare fails the test. At every call it reads, in one MULTI,
 // the keys before, the reply and the keys after, and requires the reply
-// and every key (the readers index, which must never carry a TTL, each
-// reader's key, the intents) to be the reference's. Seeds:
+// and every key (the readers index and its TTL, each reader's key, the
+// intents) to be the reference's. Seeds:
 // REDLOCK_REFNODE_SEED (default: three fixed seeds),
 // REDLOCK_REFNODE_STEPS steps each (default 400).
 func TestDifferentialRWScriptsMatchTheReference(t *testing.T) {
 	want := []string{"read granted", "read held", "read writer", "read intent", "read 3 key-lost",
 		"write granted", "write held", "write writer", "write readers", "write 3 key-lost",
 		"withdraw 1", "withdraw 0", "inspect readers", "inspect named", "renew-reader 1", "renew-reader 0",
-		"release-reader released", "release-reader notheld", "release-writer released", "swept"}
+		"release-reader released", "release-reader notheld", "release-writer released", "swept",
+		"read granted beside readers", "release-reader index gone", "release-reader others left"}
 	differential(t, 104729, 30, want, func(h *harness, steps int) {
 		d := &rwDriver{harness: h}
 		d.run(steps)
@@ -105,6 +106,9 @@ func (d *rwDriver) operator() {
 	case r < 18:
 		what = "evict the writer's key"
 		require.NoError(t, d.c.Del(d.ctx, rwW).Err())
+	case r < 26:
+		what = "evict the readers index"
+		require.NoError(t, d.c.Del(d.ctx, rwReaders).Err())
 	default:
 		what = d.clockStep(time.Duration(d.pick(300, 700, 1500, 4000)) * time.Millisecond)
 	}
@@ -139,8 +143,8 @@ func (c rwCmds) state(t *testing.T) RWState {
 	for _, z := range c.readers.Val() {
 		st.Readers[z.Member.(string)] = int64(z.Score)
 	}
-	if e, _ := c.readersExp.Int64(); e >= 0 {
-		t.Fatalf("the readers index has a TTL (expires at %d): it must have none", e)
+	if e, _ := c.readersExp.Int64(); e > 0 {
+		st.ReadersExpMS = e
 	}
 	for _, z := range c.intents.Val() {
 		st.Intents[z.Member.(string)] = int64(z.Score)
@@ -239,6 +243,9 @@ func compareRW(ref, got RWState, tolMS int64) string {
 	if d := compareScores("readers index", ref.Readers, got.Readers, tolMS); d != "" {
 		return d
 	}
+	if (ref.ReadersExpMS == 0) != (got.ReadersExpMS == 0) || abs(ref.ReadersExpMS-got.ReadersExpMS) > tolMS {
+		return fmt.Sprintf("readers index expires: reference %d, real %d", ref.ReadersExpMS, got.ReadersExpMS)
+	}
 	if d := compareScores("intents", ref.Intents, got.Intents, tolMS); d != "" {
 		return d
 	}
@@ -279,7 +286,18 @@ func (d *rwDriver) count(c RWCall, r Reply, before, after RWState) {
 	if len(after.Readers) < len(before.Readers) && c.Op != "release-reader" {
 		d.outcomes["swept"]++
 	}
-	d.outcomes[rwOutcome(c, r)]++
+	o := rwOutcome(c, r)
+	d.outcomes[o]++
+	// The paths of the readers' end in the counter (counter.lua C5, c_end).
+	_, hadEntry := before.Readers[c.Token]
+	switch {
+	case o == "read granted" && len(before.Readers) > 0 && strings.Contains(before.Fence.Val, " "):
+		d.outcomes["read granted beside readers"]++
+	case o == "release-reader released" && !hadEntry:
+		d.outcomes["release-reader index gone"]++
+	case o == "release-reader released" && len(after.Readers) > 0:
+		d.outcomes["release-reader others left"]++
+	}
 }
 
 // rwOutcome names what call c answered.
