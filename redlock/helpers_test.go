@@ -2,8 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,34 +70,11 @@ func requireNeverAlivePastValidity(t testing.TB, lease *redlock.Lease, limit tim
 	}
 }
 
-// slowAttempt reports whether err is a failed attempt whose outcome was
-// decided by time rather than by the nodes: some node did not answer within
-// NodeCallTimeout or its call timed out. On a busy machine that happens to
-// any attempt; tests that assert the nodes' verdict try again.
-func slowAttempt(err error) bool {
-	var ae *redlock.AcquireError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, ne := range ae.NodeErrors {
-		var terr interface{ Timeout() bool }
-		if errors.Is(ne, context.DeadlineExceeded) || (errors.As(ne, &terr) && terr.Timeout()) ||
-			strings.Contains(ne.Error(), "did not answer within") {
-			return true
-		}
-	}
-	return false
-}
+// slowAttempt is testutil.SlowAttempt.
+func slowAttempt(err error) bool { return testutil.SlowAttempt(err) }
 
-// tryAcquire is TryAcquire, repeated while the attempt's outcome was
-// decided by a timeout (slowAttempt), up to ten times.
+// tryAcquire is testutil.TryAcquire.
 func tryAcquire(t testing.TB, l *redlock.Locker, resource string) (*redlock.Lease, error) {
 	t.Helper()
-	for try := 1; ; try++ {
-		lease, err := l.TryAcquire(testutil.Context(t), resource)
-		if err == nil || try == 10 || !slowAttempt(err) {
-			return lease, err
-		}
-		t.Logf("attempt %d on %q timed out, trying again: %v", try, resource, err)
-	}
+	return testutil.TryAcquire(t, l, resource)
 }
