@@ -22,8 +22,9 @@
 --                          its lock is not extended
 --   error WRONGTYPE ...    the lock key holds someone else's data
 -- The lease's end (the node's clock plus the TTL) goes to the counter as
--- "V U", without a TTL (a counter lost while the lock stood is counted
--- again from the clock); U never goes down here, since a read-write
+-- "V U", without a TTL (a counter lost while the lock stood, deleted by
+-- hand, is counted again from the clock, and never below the db's
+-- high-water, counter.lua C6: the marker's); U never goes down here, since a read-write
 -- lock's readers share it. A reader of a read-write lock (KEYS[1]
 -- "W:reader:<token>", KEYS[2] "W:fence") also gets its end, in ms rounded
 -- up, as its score in the readers index W:readers (rw.lua), which is
@@ -57,6 +58,7 @@ if KEYS[2] then
   end
   local fence, bad, u = c_read(KEYS[2])
   if not bad and not fence then
+    t_mark(km)
     c_count(KEYS[2], false, '', upto)
   elseif not bad then
     c_store(KEYS[2], fence, math.max(u or 0, upto))

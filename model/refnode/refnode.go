@@ -347,6 +347,18 @@ func (n *node) release(c Call) Reply {
 	return released(true)
 }
 
+// markOf reads the marker for a step without a gate (renew, fence) that
+// names it (c.Marker): when it is a v4 marker, its high-water applies to
+// what the step counts or raises (C6). It reports whether it did.
+func (n *node) markOf(c Call) bool {
+	f, hi, ok := parseMarker(n.st.Marker.Val)
+	if !c.Marker || !n.st.Marker.Present || !ok {
+		return false
+	}
+	n.marked, n.head, n.hi = true, strings.Join(f, " "), hi
+	return true
+}
+
 func (n *node) renew(c Call) Reply {
 	if !n.holds(c.Token) || c.Marker && !n.st.Marker.Present && n.id.ReplID != "-" {
 		return intReply(0) // not held, or on data its db's marker does not vouch for (T4)
@@ -354,6 +366,7 @@ func (n *node) renew(c Call) Reply {
 	n.st.Lock.ExpMS = n.nowMS() + c.TTLms
 	upto := n.now + c.TTLms*1000
 	if v, u := n.counter(); v == "" {
+		n.markOf(c) // counted again no lower than the high-water (C6)
 		n.count("", "", upto)
 	} else {
 		n.store(v, max(u, upto))
@@ -370,8 +383,7 @@ func (n *node) fence(c Call) Reply {
 			u = n.now + max(n.pttl(), 0)*1000
 		}
 		n.store(c.F, u)
-		if f, hi, ok := parseMarker(n.st.Marker.Val); c.Marker && n.st.Marker.Present && ok {
-			n.marked, n.head, n.hi = true, strings.Join(f, " "), hi
+		if n.markOf(c) {
 			n.high(c.F)
 		}
 	}

@@ -39,7 +39,7 @@ var tokens = []string{"aa01", "bb02", "cc03"}
 // same keys at the script's clock. Seeds: REDLOCK_REFNODE_SEED (default:
 // three fixed seeds), REDLOCK_REFNODE_STEPS steps each (default 400).
 func TestDifferentialScriptsMatchTheReference(t *testing.T) {
-	want := []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release released", "release notheld", "renew 1", "renew 0", "fence 1", "fence 0", "rehold done", "rehold notheld", "acquire from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"}
+	want := []string{"acquire granted", "acquire held", "acquire refused", "acquire 3 no-marker", "acquire 3 identity", "acquire 3 key-lost", "acquire 3 clock-back", "release released", "release notheld", "renew 1", "renew 0", "fence 1", "fence 0", "rehold done", "rehold notheld", "acquire from the high-water", "renew from the high-water", "a new marker deleted the one swapped away", "renew refused: no marker"}
 	differential(t, 7919, 25, want, func(h *harness, steps int) {
 		d := &driver{harness: h}
 		d.run(steps)
@@ -180,7 +180,7 @@ func (d *driver) call(c Call) {
 		if diff == "" {
 			d.outcomes[outcome(c, realReply)]++
 			if fromHigh(c, before, realReply, o.t0) {
-				d.outcomes["acquire from the high-water"]++
+				d.outcomes[c.Op+" from the high-water"]++
 			}
 			if before.Other.Present && !realAfter.Other.Present {
 				d.outcomes["a new marker deleted the one swapped away"]++
@@ -224,7 +224,9 @@ func nows(t0, t1 int64, c Call, before, after State) []int64 {
 // counter was missing and the marker's high-water was at or above the
 // clock's second at t0.
 func fromHigh(c Call, before State, r Reply, t0 int64) bool {
-	if c.Op != "acquire" || before.Fence.Present || len(r.Array) == 0 || r.Array[0] != "granted" {
+	granted := c.Op == "acquire" && len(r.Array) > 0 && r.Array[0] == "granted" ||
+		c.Op == "renew" && c.Marker && r.Int != nil && *r.Int == 1
+	if !granted || before.Fence.Present {
 		return false
 	}
 	f := strings.Fields(before.Marker.Val)

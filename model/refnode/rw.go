@@ -188,6 +188,7 @@ func (n *rwNode) run(c RWCall) Reply {
 		n.span()
 		n.counter(func(m *node) { // U never goes down here (renew.lua)
 			if v, u := m.counter(); v == "" {
+				m.markOf(Call{Marker: true}) // the reader's lease names the marker
 				m.count("", "", end*1000)
 			} else {
 				m.store(v, max(u, end*1000))
