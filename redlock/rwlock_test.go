@@ -479,9 +479,11 @@ func TestADeadReadersIndexGoesWithItsLease(t *testing.T) {
 	for i := range c.Len() {
 		ttl := c.Server(i).TTL(readersIndex(l))
 		require.Positive(t, ttl, "node %d: the index has a TTL", i)
-		require.LessOrEqual(t, ttl, 2*time.Second+50*time.Millisecond, "node %d: no longer than its reader's lease", i)
+		// its lease, counted from a TIME read a little later in the script
+		// (slow under -race on a busy machine)
+		require.LessOrEqual(t, ttl, 2*time.Second+100*time.Millisecond, "node %d: no longer than its reader's lease", i)
 	}
-	forward(c, 2*time.Second+5*time.Millisecond)
+	forward(c, 2*time.Second+100*time.Millisecond)
 	for i := range c.Len() {
 		require.False(t, c.Server(i).Exists(readersIndex(l)), "node %d: the index is gone with its reader's lease", i)
 	}
