@@ -45,7 +45,7 @@ func TestAGrantThatCouldNotBeGivenBackIsCleanedUp(t *testing.T) {
 			nodes = append(nodes, testNode(t, m.Addr()))
 		}
 	}
-	l, err := New(nodes, Config{LeaseDuration: 3 * time.Second, RejoinDelay: time.Second})
+	l, err := New(nodes, Config{LeaseDuration: 3 * time.Second})
 	require.NoError(t, err)
 	key := l.Key("late")
 	for _, m := range servers[1:] {

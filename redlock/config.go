@@ -80,20 +80,25 @@ type Config struct {
 	// RejoinDelay from when the loss was noticed; a recorded sit-out is
 	// never shortened. A lock key lost (evicted, deleted) while its fence
 	// counter records a live lease is refused until that lease's end.
-	// Set it to your longest lease, in every Locker: after that long no
-	// lease the node forgot can still be valid. The price: every restart,
-	// and the first use of a fresh server, sits out the delay. A negative
-	// value turns the wait off (the delay counts as 0: the identity,
-	// replica and lost-key checks and the counters' floor still apply,
-	// nothing is waited), for every Locker that shares the node when this
-	// one notices a loss first. Node clocks must differ by less than 9.5 s
+	// It must be at least the longest lease of every Locker that uses the
+	// same nodes: after that long no lease the node forgot can still be
+	// valid. New refuses a positive RejoinDelay below this Locker's
+	// LeaseDuration; the other Lockers' leases are the deployment's to
+	// cover, as in the Redlock paper (a restarted node waits the longest
+	// lease in use): no record on a node can enforce it, since a loss takes
+	// every record (docs/design.md §6.2). The price: every restart, and the
+	// first use of a fresh server, sits out the delay. A negative value
+	// turns the wait off (the delay counts as 0: the identity, replica and
+	// lost-key checks and the counters' floor still apply, nothing is
+	// waited), for every Locker that shares the node when this one notices
+	// a loss first. Node clocks must differ by less than 9.5 s
 	// and less than RejoinDelay (docs/design.md §6.1). A node whose INFO is
 	// refused (an ACL) grants nothing; a server without a replication
 	// section in INFO (a stand-in such as miniredis) is not checked; a
 	// node whose maxmemory-policy the Locker reads as allkeys-* is refused
 	// (ErrEvictsLocks). The marker names the db the Node says it uses
-	// (NodeDB; redisnode.Node: its client's DB). Defaults to LeaseDuration; at
-	// most 24h.
+	// (NodeDB; redisnode.Node: its client's DB). Defaults to LeaseDuration;
+	// when positive, at least LeaseDuration and at most 24h.
 	RejoinDelay time.Duration
 	// QueueTTL is how long a waiting Acquire keeps its place in the lock's
 	// wait queue on the nodes without renewing it. Acquire is fair: a
@@ -233,13 +238,19 @@ func (c *Config) callTimeoutDefaults() error {
 	return nil
 }
 
-// rejoinDefaults fills in and checks RejoinDelay.
+// rejoinDefaults fills in and checks RejoinDelay: a positive delay must
+// cover this Locker's own leases (the longest lease of the other Lockers on
+// the same nodes is the deployment's to ensure, docs/design.md §6.2).
 func (c *Config) rejoinDefaults() error {
 	if c.RejoinDelay == 0 {
 		c.RejoinDelay = c.LeaseDuration
 	}
 	if c.RejoinDelay > maxLeaseDuration {
 		return fmt.Errorf("%w: RejoinDelay %s is over the maximum %s", ErrInvalidConfig, c.RejoinDelay, maxLeaseDuration)
+	}
+	if c.RejoinDelay > 0 && c.RejoinDelay < c.LeaseDuration {
+		return fmt.Errorf("%w: RejoinDelay %s is shorter than LeaseDuration %s: a node that lost data would grant again while a lease of this Locker may still be valid; set RejoinDelay to at least the longest lease of every Locker on these nodes, or negative to turn the rule off",
+			ErrInvalidConfig, c.RejoinDelay, c.LeaseDuration)
 	}
 	return nil
 }

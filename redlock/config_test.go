@@ -1,8 +1,10 @@
 package redlock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -59,6 +61,52 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestNewChecksRejoinDelayAgainstTheLease: a positive RejoinDelay must
+// cover the Locker's own lease (a node that lost data would otherwise
+// grant again while such a lease may still be valid); zero is the lease,
+// negative turns the rule off.
+func TestNewChecksRejoinDelayAgainstTheLease(t *testing.T) {
+	c := testutil.NewMiniCluster(t, 3)
+	cases := []struct {
+		name  string
+		lease time.Duration
+		delay time.Duration
+		want  time.Duration // the RejoinDelay in effect; 0: refused
+	}{
+		{"below the lease", 30 * time.Second, time.Second, 0},
+		{"one nanosecond below the lease", 30 * time.Second, 30*time.Second - 1, 0},
+		{"below the default lease", 0, redlock.DefaultLeaseDuration - time.Millisecond, 0},
+		{"the minimum below the lease", redlock.MinLeaseDuration + 1, redlock.MinLeaseDuration, 0},
+		{"equal to the lease", 30 * time.Second, 30 * time.Second, 30 * time.Second},
+		{"equal to the default lease", 0, redlock.DefaultLeaseDuration, redlock.DefaultLeaseDuration},
+		{"longer than the lease", 30 * time.Second, time.Minute, time.Minute},
+		{"the maximum", time.Second, 24 * time.Hour, 24 * time.Hour},
+		{"zero: the lease", 30 * time.Second, 0, 30 * time.Second},
+		{"zero: the default lease", 0, 0, redlock.DefaultLeaseDuration},
+		{"negative: off", 30 * time.Second, -1, -1},
+		{"negative: off, whatever its size", 30 * time.Second, -time.Hour, -time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := redlock.New(c.Nodes(), redlock.Config{LeaseDuration: tc.lease, RejoinDelay: tc.delay})
+			if tc.want == 0 {
+				require.Nil(t, l)
+				require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+				lease := cmp.Or(tc.lease, redlock.DefaultLeaseDuration)
+				require.ErrorContains(t, err, fmt.Sprintf("RejoinDelay %s is shorter than LeaseDuration %s: ", tc.delay, lease))
+				require.ErrorContains(t, err, "set RejoinDelay to at least the longest lease of every Locker on these nodes, or negative to turn the rule off")
+				return
+			}
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			require.Equal(t, tc.want, l.Config().RejoinDelay)
+		})
+	}
+	_, err := redlock.New(c.Nodes(), redlock.Config{RejoinDelay: 24*time.Hour + 1})
+	require.ErrorIs(t, err, redlock.ErrInvalidConfig)
+	require.ErrorContains(t, err, "over the maximum")
 }
 
 func TestNewRejectsBadNodeLists(t *testing.T) {

@@ -160,9 +160,10 @@ func subscribers(cs []*testutil.Cluster, key string) int {
 // moves to the new primary as soon as the sentinels switch (the old primary
 // is demoted only ~10 s later), so when the holder releases, the waiter is
 // woken by the announcements of both groups, not by its backoff (an hour)
-// or the holder's TTL (30 s). The promoted replica may have missed writes,
-// so its group sits out the rejoin delay after the switch (3 s here, far
-// below the lease for the test's sake: it should be the longest lease);
+// or its place's renewal (every QueueTTL/3, 10 s). The promoted replica may
+// have missed writes, so its group sits out the rejoin delay after the
+// switch (6 s here: the lease, which it must cover, kept short for the
+// test's sake, with room for the holder to outlast the switch unrenewed);
 // the waiter tries again when the group says it grants again. Its fencing
 // token is above the holder's, and it renews and releases on the new
 // primary.
@@ -182,7 +183,7 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 	}
 	solo := testutil.StartRedisServer(t)
 	nodes := dialURLs(t, groups[0].URL(), groups[1].URL(), solo.URL())
-	const delay = 3 * time.Second
+	const delay = 6 * time.Second
 	// The Locker's events, told if the waiter is not woken.
 	var (
 		mu     sync.Mutex
@@ -194,7 +195,7 @@ func TestLocksOverSentinelGroupsThroughAFailover(t *testing.T) {
 		defer mu.Unlock()
 		events = append(events, fmt.Sprintf("%7.3fs %s %s %s %d/%d %v", time.Since(began).Seconds(), e.Kind, e.Op, e.Node, e.Granted, e.Total, e.Err))
 	})
-	l := newLocker(t, nodes, slowPolling(redlock.Config{LeaseDuration: 30 * time.Second, RejoinDelay: delay, Observer: observe}))
+	l := newLocker(t, nodes, slowPolling(redlock.Config{LeaseDuration: delay, RejoinDelay: delay, QueueTTL: 30 * time.Second, Observer: observe}))
 	key := l.Key("orders")
 
 	holder, err := tryAcquire(t, l, "orders")

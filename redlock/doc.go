@@ -16,10 +16,13 @@
 //   - Persistence is optional. A node that may have lost data (any restart,
 //     with or without AOF or RDB; FLUSHALL or FLUSHDB; a failover) sits out
 //     Config.RejoinDelay before it grants again, so that every lease it
-//     forgot has expired first: set RejoinDelay to your longest lease. The
-//     price is that a restarted node is one vote short for that long, and a
-//     majority restarted at once grants nothing for that long (the Redlock
-//     paper's delayed restarts). Keep a lock's evidence from eviction:
+//     forgot has expired first: RejoinDelay must be at least the longest
+//     lease of every Locker on these nodes (New refuses one below its own
+//     LeaseDuration; the other Lockers' leases are the deployment's to
+//     cover, as no record on a node survives the loss). The price is that
+//     a restarted node is one vote short for that long, and a majority
+//     restarted at once grants nothing for that long (the Redlock paper's
+//     delayed restarts). Keep a lock's evidence from eviction:
 //     maxmemory-policy noeviction or a volatile-* policy; a node under an
 //     allkeys-* policy is refused.
 //   - Node clocks differ from each other by less than RejoinDelay; a node

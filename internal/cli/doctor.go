@@ -51,7 +51,10 @@ func (a *App) doctorCmd() *cobra.Command {
                every new lock: OOM), above 90% of it WARN
   rejoin       every restart (durable or not), failover or loss of data
                makes the node sit out --rejoin-delay (default --ttl);
-               WARN with the rule off (--rejoin-delay 0)
+               WARN with the rule off (--rejoin-delay 0), or when a live
+               lock under --prefix has more time left than the delay (a
+               client's leases outlast it: SCAN and PTTL of the first
+               ` + fmt.Sprint(leaseScanCap) + ` keys)
   trust        the node's marker (PREFIX~trust:dbN; on a cluster, per
                slot): "trusted since" a time, "sitting out for" how long
                and why, no marker or one for another replication id (the

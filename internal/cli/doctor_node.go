@@ -142,7 +142,12 @@ func examine(ctx context.Context, t target, timeout time.Duration) *nodeReport {
 	} else {
 		checkMemory(r, mem)
 	}
-	checkRejoin(r, server, conf, t.rejoin)
+	var leases *leaseScan
+	if t.rejoin > 0 {
+		ls := scanLeases(ctx, c, t.prefix, timeout)
+		leases = &ls
+	}
+	checkRejoin(r, server, conf, t.rejoin, leases)
 	checkTrust(ctx, r, t, conf, timeout)
 
 	if t.key == "" {
@@ -322,8 +327,10 @@ func checkPersistence(r *nodeReport, conf map[string]string) {
 // rejoin delay (Config.RejoinDelay), counted from when a lock first
 // notices it (the trust row says whether the node sits out now); with the
 // rule off (--rejoin-delay 0) such a node grants at once: WARN. server
-// and conf may be nil (INFO or CONFIG GET refused).
-func checkRejoin(r *nodeReport, server, conf map[string]string, delay time.Duration) {
+// and conf may be nil (INFO or CONFIG GET refused). leases, when not nil,
+// is what a scan under --prefix saw of the live leases: one with more time
+// left than the delay is WARN (a client's leases outlast the delay).
+func checkRejoin(r *nodeReport, server, conf map[string]string, delay time.Duration, leases *leaseScan) {
 	up := "uptime unknown"
 	if s, err := strconv.ParseInt(server["uptime_in_seconds"], 10, 64); err == nil {
 		up = "up " + fmtDuration(time.Duration(s)*time.Second)
@@ -336,8 +343,15 @@ func checkRejoin(r *nodeReport, server, conf map[string]string, delay time.Durat
 	if conf != nil && conf["appendonly"] == "yes" && conf["appendfsync"] == "always" {
 		durable = " (appendfsync always keeps the data, not the vote: a durable restart sits out too)"
 	}
-	r.add("rejoin", statusOK, "%s; after any restart%s, failover or loss of data the node grants nothing for the %s rejoin delay, from when a lock first notices it (see the trust row)%s",
-		up, durable, delay, configNote(conf))
+	status, note := statusOK, ""
+	if leases != nil {
+		var warn bool
+		if note, warn = leases.note(delay); warn {
+			status = statusWarn
+		}
+	}
+	r.add("rejoin", status, "%s; after any restart%s, failover or loss of data the node grants nothing for the %s rejoin delay, from when a lock first notices it (see the trust row)%s%s",
+		up, durable, delay, configNote(conf), note)
 }
 
 // configNote notes a configuration that could not be read.

@@ -23,21 +23,22 @@ func TestE2ERejoiningNodesAreNotBusy(t *testing.T) {
 	t.Parallel()
 	c := testutil.StartRedis(t, 3, testutil.WithConfig("appendonly no"))
 	env := nodesEnv(c.URLs())
-	const delay = "--rejoin-delay=6s"
+	// The delay must cover the lease (a shorter one is a usage error).
+	const delay, ttl = "--rejoin-delay=6s", "--ttl=6s"
 	// testutil vouches for the servers it starts; this test is about
 	// their first use: no marker yet (Safety v4, design §6.2).
 	for _, s := range c.Servers() {
 		require.NoError(t, s.Do(testutil.Context(t), "DEL", testutil.DefaultMarker).Err())
 	}
 
-	r := cli(t, env, "acquire", "fresh", delay)
+	r := cli(t, env, "acquire", "fresh", delay, ttl)
 	requireCode(t, r, exitRejoining, `"fresh" is unavailable, not busy: `)
 	require.Regexp(t, `[23] of 3 nodes are rejoining after a restart or a loss of data: each refuses every lock until its rejoin delay \(--rejoin-delay, default the --ttl\) has passed since then: 127\.0\.0\.1:\d+ \(its marker key is missing \(first use, FLUSHALL or FLUSHDB, SWAPDB, a restart without data, or the marker deleted\); it grants again in [\d.]+m?s\)`, r.stderr)
 	// What to do: it passes by itself; --wait waits for it.
 	require.Contains(t, r.stderr, "nobody holds the lock and this passes by itself: retry after that, or wait for it with --wait DURATION")
 	require.Empty(t, r.stdout)
 
-	r = cli(t, env, "acquire", "fresh", delay, "--json")
+	r = cli(t, env, "acquire", "fresh", delay, ttl, "--json")
 	requireCode(t, r, exitRejoining, "unavailable")
 	obj := decode(t, r)
 	require.Equal(t, "rejoining", obj["error"])
@@ -47,11 +48,11 @@ func TestE2ERejoiningNodesAreNotBusy(t *testing.T) {
 		require.Contains(t, c.Addrs(), addr)
 	}
 
-	r = cli(t, env, "run", "fresh", delay, "--", "true")
+	r = cli(t, env, "run", "fresh", delay, ttl, "--", "true")
 	requireCode(t, r, exitRejoining, "unavailable, not busy")
 
 	// Waiting: one warning line at once, then the lock.
-	cmd := cliCommand(t, env, "acquire", "fresh", delay, "--wait", "20s", "--json")
+	cmd := cliCommand(t, env, "acquire", "fresh", delay, ttl, "--wait", "20s", "--json")
 	var stdout, stderr lockedBuffer // read while the command writes
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -65,7 +66,7 @@ func TestE2ERejoiningNodesAreNotBusy(t *testing.T) {
 	require.Equal(t, "fresh", decode(t, r)["resource"])
 
 	// Once the delay has passed, a held lock is busy again (exit 4).
-	r = cli(t, env, "acquire", "fresh", delay)
+	r = cli(t, env, "acquire", "fresh", delay, ttl)
 	requireCode(t, r, exitBusy, `"fresh" is busy`)
 }
 

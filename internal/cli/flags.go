@@ -44,7 +44,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.prefix, "prefix", redlock.DefaultKeyPrefix, "key prefix of the lock keys")
 	fs.DurationVar(&g.ttl, "ttl", redlock.DefaultLeaseDuration, "lease duration (TTL of the lock keys)")
 	fs.DurationVar(&g.timeout, "timeout", 0, "timeout of each call to one node (default min(5s, ttl/3))")
-	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that may have lost data (any restart, with or without AOF; FLUSHALL; a failover) out of the quorum for this long after the loss; at least your longest --ttl; 0 turns the wait off (default the ttl)")
+	fs.DurationVar(&g.rejoin, "rejoin-delay", 0, "keep a node that may have lost data (any restart, with or without AOF; FLUSHALL; a failover) out of the quorum for this long after the loss; at least this --ttl (shorter is a usage error) and every other client's --ttl on these nodes; 0 turns the wait off (default the ttl)")
 	fs.DurationVar(&g.queueTTL, "queue-ttl", 0, "how long a waiter's place in the lock's fair wait queue lasts without renewal (a waiter that dies holds the lock up at most this long); 0 turns the queue off (default the ttl)")
 	fs.BoolVar(&g.noHand, "no-hand-over", false, "a release only names the next waiter in the wait queue, which then tries, instead of handing it the lock")
 	fs.StringVar(&g.owner, "owner", "", "label stored with the lock to show who holds it (default hostname:pid)")
@@ -66,6 +66,9 @@ func (g *globals) validate(fs *pflag.FlagSet) error {
 	}
 	if fs.Changed("rejoin-delay") && g.rejoin < 0 {
 		return usageErrorf("--rejoin-delay must be 0 (off) or a positive duration, got %s", g.rejoin)
+	}
+	if g.rejoin > 0 && g.rejoin < g.ttl {
+		return usageErrorf("--rejoin-delay %s is shorter than --ttl %s: a node that lost data would grant again while a lease taken with this --ttl may still be valid; set --rejoin-delay to at least the longest --ttl of every client of these nodes, or 0 to turn the wait off", g.rejoin, g.ttl)
 	}
 	g.noRejoin = fs.Changed("rejoin-delay") && g.rejoin == 0
 	if fs.Changed("queue-ttl") && g.queueTTL < 0 {

@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+
+	"github.com/e6344662/go-redlock/redlock"
+	"github.com/e6344662/go-redlock/testutil"
 )
 
 // runInProcess runs the command line in this process with env as the whole
@@ -64,6 +68,10 @@ func TestUsageErrors(t *testing.T) {
 		{"zero timeout", nodes, []string{"acquire", "r", "--timeout", "0s"}, "--timeout must be a positive duration"},
 		{"negative timeout", nodes, []string{"status", "r", "--timeout", "-5ms"}, "--timeout must be a positive duration"},
 		{"timeout over ttl", nodes, []string{"acquire", "r", "--ttl", "1s", "--timeout", "2s"}, "must be shorter than --ttl"},
+		{"rejoin delay below ttl", nodes, []string{"acquire", "r", "--ttl", "30s", "--rejoin-delay", "1s"}, "--rejoin-delay 1s is shorter than --ttl 30s: a node that lost data would grant again while a lease taken with this --ttl may still be valid; set --rejoin-delay to at least the longest --ttl of every client of these nodes, or 0 to turn the wait off"},
+		{"rejoin delay below default ttl", nodes, []string{"run", "r", "--rejoin-delay", "9s", "--", "true"}, "--rejoin-delay 9s is shorter than --ttl 10s"},
+		{"rejoin delay below ttl doctor", nodes, []string{"doctor", "--ttl", "2s", "--rejoin-delay", "1999ms"}, "--rejoin-delay 1.999s is shorter than --ttl 2s"},
+		{"negative rejoin delay", nodes, []string{"acquire", "r", "--rejoin-delay", "-1s"}, "--rejoin-delay must be 0 (off) or a positive duration"},
 		{"zero wait", nodes, []string{"acquire", "r", "--wait", "0s"}, "--wait must be a positive duration"},
 		{"negative wait", nodes, []string{"run", "r", "--wait", "-1s", "--", "true"}, "--wait must be a positive duration"},
 		{"zero kill-after", nodes, []string{"run", "r", "--kill-after", "0s", "--", "true"}, "--kill-after must be a positive duration"},
@@ -264,6 +272,39 @@ func TestGlobalsDefaults(t *testing.T) {
 	require.False(t, g.config().DisableHandOver, "a release hands the lock over by default")
 	g.noHand = true
 	require.True(t, g.config().DisableHandOver)
+}
+
+// TestRejoinDelayFlag: --rejoin-delay at or above --ttl is taken as given,
+// 0 turns the wait off, unset is the ttl; the Config each makes passes New
+// (whose check a shorter delay would fail: validate refuses it first, see
+// TestUsageErrors).
+func TestRejoinDelayFlag(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		want   time.Duration // rejoinDelay()
+		config time.Duration // config().RejoinDelay
+	}{
+		{"unset", []string{"--ttl", "30s"}, 30 * time.Second, 0},
+		{"equal to the ttl", []string{"--ttl", "30s", "--rejoin-delay", "30s"}, 30 * time.Second, 30 * time.Second},
+		{"longer than the ttl", []string{"--ttl", "30s", "--rejoin-delay", "1m"}, time.Minute, time.Minute},
+		{"off", []string{"--ttl", "30s", "--rejoin-delay", "0"}, -1, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g globals
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			g.register(fs)
+			require.NoError(t, fs.Parse(tt.args))
+			require.NoError(t, g.validate(fs))
+			require.Equal(t, tt.want, g.rejoinDelay())
+			cfg := g.config()
+			require.Equal(t, tt.config, cfg.RejoinDelay)
+			l, err := redlock.New(testutil.NewMiniCluster(t, 3).Nodes(), cfg)
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+		})
+	}
 }
 
 // TestCheckToken: a token is 32 hex digits.
