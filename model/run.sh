@@ -145,10 +145,13 @@ start no-relcheck refuted redlock.pml "$EXH" "$BFS" -DNORELCHECK -DMAXA=2 -DMAXB
 start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1 -DMAXR=1 -DNOLATE -DNORENEW
 # The read-write mutants run without the lemma (-DNOLEMMA), so that each
 # trail ends in a property; the two that need a second reader run as
-# rwlock3 does.
-start rw-nolost    refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOLOSTCHECK -DNOLEMMA
-start rw-readlost  refuted rwlock.pml "$EXH" "$BFS" -DC=3 -DNOREADLOST -DNOLEMMA -DNOKEVICT -DNOTICK
-start rw-relguard  refuted rwlock.pml "$EXH" "$BFS" -DC=3 -DNORELEASEGUARD -DNOLEMMA -DNOKEVICT -DNOTICK
+# rwlock3 does. rw-nolost, rw-readlost and rw-relguard keep the writer's
+# lock from eviction (-DNOWEVICT), so that their trails show the index's;
+# rw-keylost is rw-readlost's mutant with the writer's lock evicted.
+start rw-nolost    refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOLOSTCHECK -DNOLEMMA -DNOWEVICT
+start rw-readlost  refuted rwlock.pml "$EXH" "$BFS" -DC=3 -DNOREADLOST -DNOLEMMA -DNOKEVICT -DNOTICK -DNOWEVICT
+start rw-relguard  refuted rwlock.pml "$EXH" "$BFS" -DC=3 -DNORELEASEGUARD -DNOLEMMA -DNOKEVICT -DNOTICK -DNOWEVICT
+start rw-keylost   refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOREADLOST -DNOLEMMA
 start no-skip     refuted progress.pml "$LIVE" "$COL -DNFAIR=3" $PROG -DFAULTS=2 -DHWEND=0 -DNOSKIP
 start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 

@@ -18,14 +18,16 @@
  * later point, keys, index entries and U's cover of a client lapse once
  * no open window pins them (rw_sweep removes lapsed entries; to the
  * writer a lapsed entry and a removed one are alike), windows end at any
- * time. An eviction (a volatile-* policy) may take a reader's key at any
- * time, and the whole index, which has a TTL (its latest entry's end),
- * but not the counter, which has none while a lease is live. The rules:
+ * time. An eviction (a volatile-* policy) may take the writer's lock or
+ * a reader's key at any time, and the whole index, which has a TTL (its
+ * latest entry's end), but not the counter, which has none while a lease
+ * is live. The rules:
  * rw_write grants where no writer's lock stands, the index has no live
- * reader and U covers no live lease (after an eviction of the index the
- * writer waits until U passes); rw_read grants where no writer's lock
- * stands, unless U is live and not explained by the index (here: the
- * index is empty while U covers a lease: the "key-lost" sit-out). The
+ * reader and U covers no live lease (after an eviction of the index or
+ * of a writer's lock the writer waits until U passes); rw_read grants
+ * where no writer's lock stands, unless U is live and not explained by
+ * the index (here: the index is empty while U covers a lease: the
+ * "key-lost" sit-out, which covers a writer's lock evicted too). The
  * design's argument: an index that stands holds every open reader that
  * U covers (it is re-created only by a reader's grant, which that rule
  * refuses while U is unexplained); the model checks it (lemma, below)
@@ -149,6 +151,8 @@ end:
 #define REXP(c, n) :: d_step { (rd[n] & (1 << c)) && !PINNED(c) -> rd[n] = rd[n] & ~(1 << c); rkey[n] = rkey[n] & ~(1 << c) }
 /* U passes a client's end once its lease would lapse */
 #define ULAPSE(c, n) :: d_step { (u[n] & (1 << c)) && !PINNED(c) -> u[n] = u[n] & ~(1 << c) }
+/* the writer's lock has a TTL: an eviction may take it at any time */
+#define WEVICT(n) :: d_step { wl[n] != 0 -> wl[n] = 0 }
 /* a reader's key has a TTL: an eviction may take it at any time */
 #define KEVICT(c, n) :: d_step { rkey[n] & (1 << c) -> rkey[n] = rkey[n] & ~(1 << c) }
 /* so has the index: an eviction may take it whole at any time (its TTL
@@ -157,7 +161,12 @@ end:
 #define TICK(c) :: d_step { vt[c] -> vt[c] = 0 }
 /* smaller runs, for three clients (rwlock3 and the mutants that need two
  * readers): NOKEVICT, no reader's key evicted; NOTICK, a window ends
- * only with its release */
+ * only with its release; NOWEVICT, no writer's lock evicted (the
+ * mutants whose trail is to show the index's eviction) */
+#ifdef NOWEVICT
+#undef WEVICT
+#define WEVICT(n)
+#endif
 #ifdef NOKEVICT
 #undef KEVICT
 #define KEVICT(c, n)
@@ -170,6 +179,7 @@ active proctype faults() {
 end:
   do
   WEXP(0) WEXP(1) WEXP(2)
+  WEVICT(0) WEVICT(1) WEVICT(2)
   REXP(0,0) REXP(0,1) REXP(0,2) REXP(1,0) REXP(1,1) REXP(1,2)
   ULAPSE(0,0) ULAPSE(0,1) ULAPSE(0,2) ULAPSE(1,0) ULAPSE(1,1) ULAPSE(1,2)
   KEVICT(1,0) KEVICT(1,1) KEVICT(1,2)
