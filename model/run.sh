@@ -130,6 +130,11 @@ start queue    holds redlock.pml "$EXH" "$COL" -DQUEUE -DMAXA=1 -DMAXB=1 -DMAXR=
 start fence5   bounded redlock.pml "-m20 -c1" "$COL" -DN=5 -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
 start semaphore holds semaphore.pml "$EXH" "$COL"
 start rwlock    holds rwlock.pml "$EXH" "$COL" -DC=2
+# rwlock3: two readers and a writer (the index evicted and re-created,
+# one reader's release lowering U under another); no reader's key
+# evicted and no window ending before its release, or the search does
+# not finish in minutes (docs/model.md)
+start rwlock3   holds rwlock.pml "$EXH" "$COL" -DC=3 -DNOKEVICT -DNOTICK
 
 # The mutants: each must be refuted. Breadth-first search (BFS) finds
 # the shortest counterexample; no-confirm at N = 5 uses a depth-bounded
@@ -138,8 +143,15 @@ BFS="-DCOLLAPSE -DBFS"
 start no-confirm  refuted redlock.pml "-m20 -c1" "$COL" -DN=5 -DNOCONFIRM -DMAXR=0 -DNOLATE -DNOEXPIRE -DNORENEW
 start no-relcheck refuted redlock.pml "$EXH" "$BFS" -DNORELCHECK -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNORENEW
 start no-rejoin   refuted redlock.pml "$EXH" "$BFS" -DNOREJOIN -DMAXA=1 -DMAXB=1 -DMAXR=1 -DNOLATE -DNORENEW
-start rw-noreaders refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOREADERCHECK
-start rw-indexttl  refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DINDEXTTL
+# The read-write mutants run without the lemma (-DNOLEMMA), so that each
+# trail ends in a property; the two that need a second reader run as
+# rwlock3 does. rw-nolost, rw-readlost and rw-relguard keep the writer's
+# lock from eviction (-DNOWEVICT), so that their trails show the index's;
+# rw-keylost is rw-readlost's mutant with the writer's lock evicted.
+start rw-nolost    refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOLOSTCHECK -DNOLEMMA -DNOWEVICT
+start rw-readlost  refuted rwlock.pml "$EXH" "$BFS" -DC=3 -DNOREADLOST -DNOLEMMA -DNOKEVICT -DNOTICK -DNOWEVICT
+start rw-relguard  refuted rwlock.pml "$EXH" "$BFS" -DC=3 -DNORELEASEGUARD -DNOLEMMA -DNOKEVICT -DNOTICK -DNOWEVICT
+start rw-keylost   refuted rwlock.pml "$EXH" "$BFS" -DC=2 -DNOREADLOST -DNOLEMMA
 start no-skip     refuted progress.pml "$LIVE" "$COL -DNFAIR=3" $PROG -DFAULTS=2 -DHWEND=0 -DNOSKIP
 start late-ho     refuted redlock.pml "$EXH" "$BFS" -DQUEUE -DLATEHO -DMAXA=2 -DMAXB=1 -DMAXR=0 -DNOLATE -DNORENEW
 
