@@ -144,7 +144,12 @@ func scenarios() []scenario {
 		{name: "client-stalls", stallers: 2},
 		{name: "mixed", stallers: 2, nemeses: []nemesis{killMinority, pauseShort, pauseLong, majorityDown, scriptFlush}},
 		{name: "partition", nemeses: []nemesis{partition}, netns: true},
-		{name: "latency-loss", nemeses: []nemesis{latency, loss}, proxied: true},
+		// Leases of 0.8-1.5 s: the proxies relay every byte in goroutines of
+		// their own, and at load 9-10 (two runs beside the suite) calls
+		// through them outlasted a third of a 0.3-0.8 s lease, so no
+		// attempt succeeded in 27 s (ci9, ci15). The faults still bite:
+		// stalls of 200-600 ms against call timeouts of 266-500 ms.
+		{name: "latency-loss", nemeses: []nemesis{latency, loss}, proxied: true, leaseMs: [2]int{800, 1500}},
 		{name: "clock-jump", nemeses: []nemesis{clockJump}, faketime: true, holdProb: 0.15, unsafe: true},
 		{name: "clock-fast", nemeses: []nemesis{clockFast}, faketime: true, holdProb: 0.15, unsafe: true},
 		// Restarts without persistence, one node at a time: the Lockers'
