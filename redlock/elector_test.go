@@ -84,7 +84,7 @@ func waitForWaiters(t *testing.T, c *testutil.MiniCluster, l *redlock.Locker, ro
 			}
 		}
 		return true
-	}, 2*time.Second, time.Millisecond, "candidates not waiting on the release channel")
+	}, 10*time.Second, time.Millisecond, "candidates not waiting on the release channel")
 }
 
 // constantRetry sets a constant backoff between attempts.
