@@ -269,7 +269,7 @@ func scriptRound(b *testing.B, c *testutil.RedisCluster, cl *redis.Client, byFca
 		p := cl.Pipeline()
 		for j := range batch {
 			if s == scripts.Acquire {
-				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "none", "", "alone", "", "", 0, 0, 10000)
+				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", "me", 10000, "none", "", "alone", "", "", 0, 0, "none", "", "", "", "", 10000)
 			} else {
 				call(p, s, keys(j), "0123456789abcdef0123456789abcdef", keys(j)[0]+":released", "01234567", "announce", "none", "", "none", "")
 			}

@@ -91,7 +91,8 @@ func floorArgs(floor string) (mode, value string) {
 // prepare builds the script's arguments once, for every node of an
 // attempt, but for the node's own (floor, trust).
 func (a *acquireArgs) prepare() {
-	a.list = append(make([]any, 0, 11), a.token, a.owner, nodeTTL(a.ttl), floorNone, "", queueAlone, "", "", 0, 0)
+	a.list = append(make([]any, 0, acquireArgc+1), a.token, a.owner, nodeTTL(a.ttl), floorNone, "", queueAlone, "", "", 0, 0,
+		placeNone, "", "", "", "")
 	if a.delay != nil {
 		a.list = append(a.list, a.delay)
 	}
@@ -100,17 +101,51 @@ func (a *acquireArgs) prepare() {
 		if t <= 0 {
 			mode, t = ticketPropose, -t
 		}
-		a.list[5], a.list[6], a.list[7], a.list[8], a.list[9] = queueJoin, q.member, mode, t, nodeTTL(q.ttl)
+		a.list[5], a.list[6], a.list[7], a.list[8], a.list[9] = queueJoin, q.place.id, mode, t, nodeTTL(q.ttl)
+		q.place.put(a.list[10:15])
 	}
 }
 
-// queueArgs is a waiter's place as an acquire call carries it: what the
-// place holds on the nodes (member), its ticket (or, before it has one, its
+// acquireArgc is how many arguments the acquire script takes before the
+// rejoin delay, its last (scripts/acquire.lua).
+const acquireArgc = 15
+
+// queueArgs is a waiter's place as an acquire call carries it: the
+// place's fields (placeArgs), its ticket (or, before it has one, its
 // arrival time negated, as a proposal) and how long a node keeps it.
 type queueArgs struct {
-	member string
+	place  placeArgs
 	ticket int64
 	ttl    time.Duration
+}
+
+// placeArgs is a waiter's place as the scripts that take one (acquire,
+// release, leave) name it, field by field; each script builds the member
+// the nodes store from them (scripts/queue.lua, q_place, q_member): the
+// waiter id alone, or, when the place may be handed the lock (handTTL
+// above 0), the id followed by handTTL, the channel to announce a
+// hand-over on ("-": the lock's own) and the lock's value "<token>
+// <owner>".
+type placeArgs struct {
+	id                    string
+	handTTL               int64 // ms; 0: never handed the lock
+	channel, token, owner string
+}
+
+// The place's hand-over modes (scripts/queue.lua, q_place).
+const (
+	placeNone     = "none"
+	placeHandOver = "handover"
+)
+
+// put writes the place's hand-over mode and fields into args, which holds
+// five: mode, ttl, channel, token and owner (the id goes elsewhere).
+func (p placeArgs) put(args []any) {
+	if p.handTTL <= 0 {
+		args[0], args[1], args[2], args[3], args[4] = placeNone, "", "", "", ""
+		return
+	}
+	args[0], args[1], args[2], args[3], args[4] = placeHandOver, p.handTTL, p.channel, p.token, p.owner
 }
 
 // acquire runs the acquire script (docs/design.md §5, §11.1).
@@ -124,7 +159,7 @@ func acquire(ctx context.Context, n Node, a acquireArgs) (grant, error) {
 	args := a.list
 	withDelay := a.delay != nil // prepare put it in the list
 	if a.floor != "" || (a.trust != nil && !withDelay) {
-		args = append(make([]any, 0, 11), a.list...)
+		args = append(make([]any, 0, acquireArgc+1), a.list...)
 		if a.floor != "" {
 			args[3], args[4] = floorArgs(a.floor)
 		}
@@ -199,8 +234,8 @@ func evalFlag(ctx context.Context, n Node, s *scripts.Script, keys []string, tok
 
 // releaseArgs is one release call: token's lock (keys: lockKeys). handOver,
 // when set, lets the node hand the lock over to the head of its wait queue
-// (docs/design.md §11.2); place, when not empty, is the caller's own place,
-// which the node removes whether or not token held the lock.
+// (docs/design.md §11.2); place, when its id is not empty, is the caller's
+// own place, which the node removes whether or not token held the lock.
 type releaseArgs struct {
 	keys     []string
 	token    string
@@ -208,7 +243,7 @@ type releaseArgs struct {
 	// marker is the node's marker key, which a hand-over reads ("": none,
 	// the rule is off).
 	marker string
-	place  string
+	place  placeArgs
 	// notify, when set, is the lock key whose release channel announces
 	// the release instead of keys[0]'s.
 	notify string
@@ -224,10 +259,12 @@ func (a *releaseArgs) prepare() {
 		ch = a.notify
 	}
 	placeMode := "none"
-	if a.place != "" {
+	if a.place.id != "" {
 		placeMode = "place"
 	}
-	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "announce", "none", 0, placeMode, a.place}
+	a.list = []any{a.token, releaseChannel(ch), releaseID(a.token), "announce", "none", 0, placeMode, a.place.id,
+		placeNone, "", "", "", ""}
+	a.place.put(a.list[8:])
 	a.setHandOver()
 }
 
@@ -311,9 +348,9 @@ func release(ctx context.Context, n Node, a releaseArgs) (released, error) {
 // up; where the place was the head of a free lock, or gave it up, the node
 // announces the next head.
 type leaveArgs struct {
-	keys   []string
-	member string
-	give   bool
+	keys  []string
+	place placeArgs
+	give  bool
 }
 
 // leave runs the leave script.
@@ -322,7 +359,9 @@ func leave(ctx context.Context, n Node, a leaveArgs) error {
 	if a.give {
 		g = "give"
 	}
-	_, err := n.Eval(ctx, scripts.Leave, a.keys[:4], a.member, releaseChannel(a.keys[0]), leaveMark+releaseID(a.member), g)
+	args := []any{a.place.id, releaseChannel(a.keys[0]), leaveMark + releaseID(a.place.id), g, placeNone, "", "", "", ""}
+	a.place.put(args[4:])
+	_, err := n.Eval(ctx, scripts.Leave, a.keys[:4], args...)
 	return scriptErr(err, "")
 }
 

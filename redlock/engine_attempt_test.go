@@ -142,7 +142,7 @@ func newRecordedHooks() *recordedHooks {
 func (h *recordedHooks) granted(ls *Lease) { ls.hooks = h }
 
 func (h *recordedHooks) release(a releaseArgs) releasing {
-	a.place = "the waiting's own"
+	a.place = placeArgs{id: "the-waitings-own", handTTL: 5000, channel: "-", token: "the-places-token", owner: "its owner"}
 	a.prepare()
 	return recordedRelease{h, a}
 }
@@ -182,7 +182,7 @@ func TestEngineLeaseHooks(t *testing.T) {
 		require.Equal(t, "heard", <-h.heard)
 	}
 	for _, n := range nodes {
-		require.Equal(t, []any{"place", "the waiting's own"}, n.scriptCalls("release")[0].args[6:8])
+		require.Equal(t, []any{"place", "the-waitings-own", "handover", int64(5000), "-", "the-places-token", "its owner"}, n.scriptCalls("release")[0].args[6:13])
 	}
 
 	leases, _, err = l.attempt(ctx, l.mutexRequest("o", h), h)

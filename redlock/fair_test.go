@@ -159,15 +159,17 @@ func TestFairAcquireServesWaitersInArrivalOrder(t *testing.T) {
 // left), and soon after (it is told how long the head's place, or the
 // lock handed over to it, has left).
 func TestADeadWaiterHoldsTheLockUpAtMostItsQueueTTL(t *testing.T) {
-	for name, member := range map[string]string{
-		"named only":      "00000000deadbeef",
-		"handed the lock": "00000000deadbeef 30000 - deaddeaddeaddeaddeaddeaddeaddead dead",
+	// Each place is its fields as the acquire script takes them: the id,
+	// then the hand-over mode, ttl, channel, token and owner.
+	for name, place := range map[string][]any{
+		"named only":      {"00000000deadbeef", "none", "", "", "", ""},
+		"handed the lock": {"00000000deadbeef", "handover", 30000, "-", "deaddeaddeaddeaddeaddeaddeaddead", "dead"},
 	} {
-		t.Run(name, func(t *testing.T) { testDeadWaiter(t, member) })
+		t.Run(name, func(t *testing.T) { testDeadWaiter(t, place) })
 	}
 }
 
-func testDeadWaiter(t *testing.T, member string) {
+func testDeadWaiter(t *testing.T, place []any) {
 	c := testutil.StartRedis(t, 3)
 	const resource = "dead-waiter"
 	const queueTTL = time.Second
@@ -189,7 +191,8 @@ func testDeadWaiter(t *testing.T, member string) {
 	placed := time.Now()
 	for _, s := range c.Servers() {
 		reply, err := s.Client().Eval(ctx, scripts.Acquire.Source(), []string{key, key + ":fence", key + ":queue", key + ":queue:exp"},
-			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "none", "", "queue", member, "propose", 0, queueTTL.Milliseconds()).Slice()
+			"deaddeaddeaddeaddeaddeaddeaddead", "dead", 10000, "none", "", "queue", place[0], "propose", 0, queueTTL.Milliseconds(),
+			place[1], place[2], place[3], place[4], place[5]).Slice()
 		require.NoError(t, err)
 		require.Equal(t, "held", reply[0], "the lock is held: the dead waiter queues")
 		require.Positive(t, reply[3], "with a ticket")

@@ -13,12 +13,35 @@ import (
 // it: lease ttl, place ttl, and the channel the hand-over is announced on.
 func handPlace(id, token string, lease, ttl time.Duration, ch string) *place {
 	return &place{
-		id:     id,
-		member: id + " " + strconv.FormatInt(nodeTTL(lease), 10) + " " + ch + " " + token + " o",
-		token:  token,
-		ttl:    ttl,
+		id:      id,
+		handTTL: nodeTTL(lease),
+		channel: ch,
+		token:   token,
+		owner:   "o",
+		ttl:     ttl,
 	}
 }
+
+// member is the place as the nodes store it (scripts/queue.lua, q_place):
+// what a node reports for it.
+func (p placeArgs) member() string {
+	if p.handTTL <= 0 {
+		return p.id
+	}
+	return p.id + " " + strconv.FormatInt(p.handTTL, 10) + " " + p.channel + " " + p.token + " " + p.owner
+}
+
+// list is p as a script's arguments: the id, then the hand-over mode and
+// its fields (placeArgs.put).
+func (p placeArgs) list() []any {
+	a := make([]any, 6)
+	a[0] = p.id
+	p.put(a[1:])
+	return a
+}
+
+// member is p's placeArgs.member.
+func (p *place) member() string { return p.fields().member() }
 
 var testHandOver = handOver{on: true, delay: -1}
 
@@ -57,7 +80,7 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 	q.m.SetTime(now.Add(500 * time.Millisecond))
 	require.False(t, q.acquire(t, key, tokenY, next).OK)
 
-	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: ""})
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: placeArgs{}})
 	require.NoError(t, err)
 	require.True(t, r.released)
 	require.Equal(t, head.id, r.head)
@@ -67,7 +90,7 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tokenX+" o", v, "the lock holds the head's token")
 	require.Equal(t, 1500*time.Millisecond, q.m.TTL(key), "no longer than the head's place had left (2 s, 0.5 s of it gone)")
-	require.Equal(t, next.member, q.head(t, key), "the head's place is gone")
+	require.Equal(t, next.member(), q.head(t, key), "the head's place is gone")
 	require.Equal(t, releaseID(tokenHolder)+" "+head.id+" "+r.counter.String()+" "+key, <-inbox)
 
 	// An attempt of the head's Acquire (one that missed the announcement)
@@ -85,7 +108,7 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 	// Its release hands the lock on to the next head, announced on the
 	// lock's own channel ("-").
 	lockCh := listen(t, q, releaseChannel(key))
-	r, err = release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenX, handOver: testHandOver, place: ""})
+	r, err = release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenX, handOver: testHandOver, place: placeArgs{}})
 	require.NoError(t, err)
 	require.Equal(t, next.id, r.head)
 	require.Equal(t, g.Counter+1, r.counter)
@@ -98,27 +121,26 @@ func TestAReleaseHandsTheLockToTheHead(t *testing.T) {
 // for hand-overs, leaves the lock free and names the head.
 func TestAPlaceWithoutAHandOverIsOnlyNamed(t *testing.T) {
 	for name, tc := range map[string]struct {
-		member string
-		ho     handOver
+		handTTL int64
+		ho      handOver
 	}{
-		"an id alone":          {member: "1111111111111111", ho: testHandOver},
-		"no hand-over asked":   {member: "1111111111111111 10000 - " + tokenX + " o", ho: handOver{}},
-		"the place has lapsed": {member: "", ho: testHandOver},
+		"an id alone":          {handTTL: 0, ho: testHandOver},
+		"no hand-over asked":   {handTTL: 10000, ho: handOver{}},
+		"the place has lapsed": {handTTL: 10000, ho: testHandOver},
 	} {
 		t.Run(name, func(t *testing.T) {
 			const key = "redlock:{named}"
 			now := time.Unix(1_800_000_000, 0)
 			q := newQueueNodes(t, 1, now)[0]
 			require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
-			p := &place{id: "1111111111111111", member: tc.member, ttl: time.Second}
-			if p.member == "" {
-				p.member = "1111111111111111 10000 - " + tokenX + " o"
+			p := &place{id: "1111111111111111", handTTL: tc.handTTL, channel: "-", token: tokenX, owner: "o", ttl: time.Second}
+			if name == "the place has lapsed" {
 				require.False(t, q.acquire(t, key, tokenX, p).OK)
 				q.m.SetTime(now.Add(time.Second)) // its place lapses
 			} else {
 				require.False(t, q.acquire(t, key, tokenX, p).OK)
 			}
-			r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: tc.ho, place: ""})
+			r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: tc.ho, place: placeArgs{}})
 			require.NoError(t, err)
 			require.True(t, r.released)
 			require.Zero(t, r.counter)
@@ -139,7 +161,7 @@ func TestAReleaseRemovesTheHoldersOwnPlace(t *testing.T) {
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	mine := handPlace("1111111111111111", tokenX, 10*time.Second, time.Minute, "-")
 	require.False(t, q.acquire(t, key, tokenX, mine).OK)
-	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenX, handOver: testHandOver, place: mine.member})
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenX, handOver: testHandOver, place: mine.fields()})
 	require.NoError(t, err)
 	require.False(t, r.released, "the lock is another's here")
 	require.False(t, q.m.Exists(key+":queue"), "the place is gone")
@@ -158,15 +180,15 @@ func TestLeavingGivesBackAHandedOverLock(t *testing.T) {
 	next := handPlace("2222222222222222", tokenY, 10*time.Second, time.Minute, "-")
 	require.False(t, q.acquire(t, key, tokenX, gone).OK)
 	require.False(t, q.acquire(t, key, tokenY, next).OK)
-	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: ""})
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: placeArgs{}})
 	require.NoError(t, err)
 	require.Equal(t, gone.id, r.head)
 
 	sub := listen(t, q, releaseChannel(key))
-	require.NoError(t, leave(context.Background(), q.node, leaveArgs{keys: lockKeys(key), member: gone.member, give: true}))
+	require.NoError(t, leave(context.Background(), q.node, leaveArgs{keys: lockKeys(key), place: gone.fields(), give: true}))
 	require.False(t, q.m.Exists(key), "given back")
-	require.Equal(t, leaveMark+releaseID(gone.member)+" "+next.id, <-sub)
-	require.Equal(t, next.member, q.head(t, key))
+	require.Equal(t, leaveMark+releaseID(gone.id)+" "+next.id, <-sub)
+	require.Equal(t, next.member(), q.head(t, key))
 }
 
 // TestAReleasePassesOverTheReleasersOwnPlace: a late call of one of the
@@ -182,7 +204,7 @@ func TestAReleasePassesOverTheReleasersOwnPlace(t *testing.T) {
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	require.False(t, q.acquire(t, key, tokenZ, mine).OK, "a late attempt queues the lease's place")
 	require.False(t, q.acquire(t, key, tokenY, other).OK)
-	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: mine.member})
+	r, err := release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenHolder, handOver: testHandOver, place: mine.fields()})
 	require.NoError(t, err)
 	require.Equal(t, other.id, r.head, "the lease's own place is passed over")
 	v, _ := q.m.Get(key)
@@ -190,7 +212,7 @@ func TestAReleasePassesOverTheReleasersOwnPlace(t *testing.T) {
 	require.False(t, q.m.Exists(key+":queue"), "both places are gone")
 
 	// A lock held by a place's token is released with that place.
-	r, err = release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenZ, handOver: testHandOver, place: other.member})
+	r, err = release(context.Background(), q.node, releaseArgs{keys: lockKeys(key), token: tokenZ, handOver: testHandOver, place: other.fields()})
 	require.NoError(t, err)
 	require.True(t, r.released)
 	require.False(t, q.m.Exists(key))

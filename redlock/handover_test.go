@@ -31,7 +31,7 @@ func handOverSetup(t *testing.T, s *testutil.RedisServer) {
 	require.NoError(t, err)
 	require.Equal(t, []any{"granted", "6", int64(0), int64(0), int64(0), ""}, reply)
 	reply, err = s.Client().Eval(ctx, scripts.Acquire.Source(), keys, handWaiter, "w", 60000, "none", "",
-		"queue", "w1 60000 - "+handWaiter+" w", "propose", 0, 60000).Slice()
+		"queue", "w1", "propose", 0, 60000, "handover", 60000, "-", handWaiter, "w").Slice()
 	require.NoError(t, err)
 	require.Equal(t, "held", reply[0], "queued behind the holder")
 	require.Positive(t, reply[3], "with a ticket")

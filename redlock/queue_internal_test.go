@@ -32,7 +32,7 @@ func (q queueNode) acquire(t *testing.T, key, token string, p *place) grant {
 	t.Helper()
 	a := acquireArgs{keys: lockKeys(key), token: token, owner: "o", ttl: 10 * time.Second}
 	if p != nil {
-		a.queue = &queueArgs{member: p.member, ticket: p.ticketArg(), ttl: p.ttl}
+		a.queue = &queueArgs{place: p.fields(), ticket: p.ticketArg(), ttl: p.ttl}
 	}
 	g, err := acquire(context.Background(), q.node, a)
 	require.NoError(t, err)
@@ -59,8 +59,8 @@ func TestWaitersArrivingInDifferentOrdersConvergeOnOneHead(t *testing.T) {
 	const key = "redlock:{conv}"
 	nodes := newQueueNodes(t, 2, time.Unix(1_800_000_000, 0))
 	a, b := nodes[0], nodes[1]
-	x := &place{id: "1111111111111111", member: "1111111111111111", ttl: time.Minute}
-	y := &place{id: "0000000000000000", member: "0000000000000000", ttl: time.Minute}
+	x := &place{id: "1111111111111111", ttl: time.Minute}
+	y := &place{id: "0000000000000000", ttl: time.Minute}
 	for _, q := range nodes {
 		require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	}
@@ -107,8 +107,8 @@ func TestAPlaceLapsesAfterItsTTL(t *testing.T) {
 	const key = "redlock:{lapse}"
 	now := time.Unix(1_800_000_000, 0)
 	q := newQueueNodes(t, 1, now)[0]
-	dead := &place{id: "dddddddddddddddd", member: "dddddddddddddddd", ttl: 500 * time.Millisecond}
-	live := &place{id: "eeeeeeeeeeeeeeee", member: "eeeeeeeeeeeeeeee", ttl: time.Minute}
+	dead := &place{id: "dddddddddddddddd", ttl: 500 * time.Millisecond}
+	live := &place{id: "eeeeeeeeeeeeeeee", ttl: time.Minute}
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	require.EqualValues(t, 1, q.acquire(t, key, tokenX, dead).ticket)
 	require.EqualValues(t, 2, q.acquire(t, key, tokenY, live).ticket)
@@ -147,11 +147,11 @@ func TestManyLapsedPlacesDoNotHideTheHead(t *testing.T) {
 	q := newQueueNodes(t, 1, now)[0]
 	require.True(t, q.acquire(t, key, tokenHolder, nil).OK)
 	for i := range 250 {
-		g := q.acquire(t, key, tokenX, &place{id: fmt.Sprintf("dead%012d", i), member: fmt.Sprintf("dead%012d", i), ttl: 100 * time.Millisecond})
+		g := q.acquire(t, key, tokenX, &place{id: fmt.Sprintf("dead%012d", i), ttl: 100 * time.Millisecond})
 		require.False(t, g.OK)
 	}
-	head := &place{id: "ffffffffffffffff", member: "ffffffffffffffff", ttl: time.Hour}
-	later := &place{id: "0000000000000000", member: "0000000000000000", ttl: time.Hour}
+	head := &place{id: "ffffffffffffffff", ttl: time.Hour}
+	later := &place{id: "0000000000000000", ttl: time.Hour}
 	require.EqualValues(t, 251, q.acquire(t, key, tokenY, head).ticket)
 	require.EqualValues(t, 252, q.acquire(t, key, tokenZ, later).ticket)
 	ok, err := releaseFlag(q.node, key, tokenHolder)

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -46,7 +45,7 @@ func (fw *fairWait) queue() (*queueArgs, func(int, grant, vote) vote) {
 	}
 	heard := make([]grant, len(fw.l.nodes))
 	fw.heard = heard
-	return &queueArgs{member: fw.p.member, ticket: fw.p.ticketArg(), ttl: fw.p.ttl}, func(i int, g grant, v vote) vote {
+	return &queueArgs{place: fw.p.fields(), ticket: fw.p.ticketArg(), ttl: fw.p.ttl}, func(i int, g grant, v vote) vote {
 		heard[i] = g
 		if g.handed {
 			v.reason = handedReason
@@ -135,7 +134,7 @@ func (fw *fairWait) failed(ctx context.Context, o *outcome, token string) []int 
 // and leave again after the calls still running then (a late call may
 // queue it again).
 func (fw *fairWait) granted(ls *Lease) {
-	ls.hooks = &placeLease{fairLeases: ls.hooks.(*fairLeases), key: fw.key, place: fw.p.member, queuing: running(fw.p.calls, &ls.acquiring)}
+	ls.hooks = &placeLease{fairLeases: ls.hooks.(*fairLeases), key: fw.key, place: fw.p.fields(), queuing: running(fw.p.calls, &ls.acquiring)}
 }
 
 func (fw *fairWait) next(ctx context.Context, o *outcome) (*Lease, time.Duration, error) {
@@ -246,14 +245,17 @@ func (fw *fairWait) done(won bool) {
 // nodes order it alike; and how long each node keeps the place without a
 // renewal. A node that a holder releases hands the lock over to the head
 // of its queue (docs/design.md section 11.2) under the place's own token
-// (never used by an attempt, each of which draws its own): member is what
-// the place holds on the nodes, the waiter id followed by the lock's TTL in
-// milliseconds, the channel to announce a hand-over on ("-": the lock's
-// own) and the lock's value "<token> <owner>".
+// (never used by an attempt, each of which draws its own): the scripts
+// take the place's fields (fields, placeArgs), the waiter id and, unless
+// hand-overs are off (handTTL 0), the lock's TTL in milliseconds, the
+// channel to announce a hand-over on ("-": the lock's own) and the lock's
+// value, token and owner.
 type place struct {
 	id      string
-	member  string
+	handTTL int64 // ms; 0: never handed the lock
+	channel string
 	token   string
+	owner   string
 	arrival int64
 	ticket  int64
 	ttl     time.Duration
@@ -310,6 +312,11 @@ func running(calls []startedCalls, own *sync.WaitGroup) []startedCalls {
 	return r
 }
 
+// fields are the place's fields as the scripts take them.
+func (p *place) fields() placeArgs {
+	return placeArgs{id: p.id, handTTL: p.handTTL, channel: p.channel, token: p.token, owner: p.owner}
+}
+
 // ticketArg is the ticket argument of the acquire script: the agreed
 // ticket, or before there is one the arrival time as a proposal (negated).
 func (p *place) ticketArg() int64 {
@@ -322,14 +329,16 @@ func (p *place) ticketArg() int64 {
 // newPlace returns a new waiter's place (the Locker queues: l.fair).
 func (l *Locker) newPlace() *place {
 	id, token := newToken()[:16], newToken()
-	member := id // named and woken, never handed the lock
+	var handTTL int64 // named and woken, never handed the lock
 	if !l.cfg.DisableHandOver {
-		member = id + " " + strconv.FormatInt(nodeTTL(l.cfg.LeaseDuration), 10) + " " + l.inboxChannel() + " " + token + " " + l.cfg.Owner
+		handTTL = nodeTTL(l.cfg.LeaseDuration)
 	}
 	return &place{
 		id:        id,
-		member:    member,
+		handTTL:   handTTL,
+		channel:   l.inboxChannel(),
 		token:     token,
+		owner:     l.cfg.Owner,
 		arrival:   time.Now().UnixMicro(),
 		ttl:       l.cfg.QueueTTL,
 		handState: &handState{found: make(map[int]fencing.Token, len(l.nodes))},
@@ -421,8 +430,9 @@ func (r *handingOver) done(time.Duration) {
 // granted (queuing): one that lands after the release queues it again.
 type placeLease struct {
 	*fairLeases
-	key, place string
-	queuing    []startedCalls
+	key     string
+	place   placeArgs
+	queuing []startedCalls
 	// late are the queuing calls still running when the release began.
 	late []startedCalls
 }
@@ -451,7 +461,7 @@ func (p *placeLease) ended(orphaned bool) {
 // givingBack, a lock handed over to the place is given up too.
 func (p *placeLease) leaveAfter(calls []startedCalls, lock handedLock) {
 	l := p.l
-	l.leaveQueue(p.key, &place{member: p.place, handState: &handState{calls: calls}}, l.allIdxs(), lock)
+	l.leaveQueue(p.key, &place{id: p.place.id, handTTL: p.place.handTTL, channel: p.place.channel, token: p.place.token, owner: p.place.owner, handState: &handState{calls: calls}}, l.allIdxs(), lock)
 }
 
 // handedLock says what a place that leaves the queue does with a lock
@@ -482,7 +492,7 @@ func (l *Locker) leaveQueue(key string, p *place, idxs []int, lock handedLock) {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.NodeCallTimeout)
 		defer cancel()
 		var wg sync.WaitGroup
-		a := leaveArgs{keys: lockKeys(key), member: p.member, give: lock == givingBack}
+		a := leaveArgs{keys: lockKeys(key), place: p.fields(), give: lock == givingBack}
 		for _, i := range idxs {
 			wg.Go(func() { _ = leave(ctx, l.nodes[i], a) })
 		}
@@ -658,7 +668,7 @@ func (l *Locker) givePlaceBack(key string, p *place, w *waiter) {
 	old.handState = &handState{calls: slices.Clone(p.calls)} // read by the leaving in the background
 	l.leaveQueue(key, &old, l.allIdxs(), givingBack)
 	fresh := l.newPlace()
-	p.id, p.member, p.token = fresh.id, fresh.member, fresh.token
+	p.id, p.token = fresh.id, fresh.token
 	p.found, p.seen = make(map[int]fencing.Token, len(l.nodes)), 0
 	if w != nil {
 		l.hub.rename(w, p.id)

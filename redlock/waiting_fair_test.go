@@ -87,7 +87,7 @@ func TestWaitingFairMinorityHandOvers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			l, fw, nodes := fairWaiting(t, 3)
 			fw.p.ticket = 3
-			id, member := fw.p.id, fw.p.member
+			id, fields := fw.p.id, fw.p.fields()
 			o, kept := answer(t, l, fw, tc.answers)
 			require.Empty(t, kept, "nothing granted: nothing to take over")
 			lease, wait, err := fw.next(context.Background(), o)
@@ -107,7 +107,7 @@ func TestWaitingFairMinorityHandOvers(t *testing.T) {
 				n.await(t, "leave")
 				leaves := n.scriptCalls("leave")
 				require.Len(t, leaves, 1)
-				require.Equal(t, member, leaves[0].args[0], "%s: the old place leaves", n.addr)
+				require.Equal(t, fields.list(), append([]any{leaves[0].args[0]}, leaves[0].args[4:9]...), "%s: the old place leaves", n.addr)
 				require.Equal(t, "give", leaves[0].args[3], "%s: giving its lock back", n.addr)
 			}
 		})
@@ -181,7 +181,7 @@ func TestWaitingFairHandedMajority(t *testing.T) {
 	l, fw, nodes := fairWaiting(t, 3)
 	fw.started(startedCalls{at: time.Now(), wg: new(sync.WaitGroup), over: over()})
 	fw.joinHub(fw.p.id)
-	member := fw.p.member
+	fields := fw.p.fields()
 	l.hub.handOver(fw.key, 0, fw.p.id, 7)
 	lease, next := fw.handedOver(context.Background())
 	require.Nil(t, lease)
@@ -204,7 +204,7 @@ func TestWaitingFairHandedMajority(t *testing.T) {
 	for _, n := range nodes {
 		n.await(t, "release") // Release returned at a majority
 		rel := n.scriptCalls("release")
-		require.Equal(t, []any{"place", member}, rel[0].args[6:8], "%s: the release removes the place", n.addr)
+		require.Equal(t, append([]any{"place"}, fields.list()...), rel[0].args[6:13], "%s: the release removes the place", n.addr)
 	}
 }
 

@@ -13,15 +13,23 @@
 --   applies: trust.lua), ARGV[5] the floor (mode "floor"),
 --   ARGV[6] queue mode: "queue" (a fair Acquire: a refusal takes or keeps
 --   its place in the wait queue) or "alone" (it does not queue; absent:
---   "alone"), ARGV[7] its place (mode "queue"): the waiter id, or the
---   member that also says what the lock is handed over to it with
---   (queue.lua, q_member), ARGV[8] ticket mode (mode "queue"): "agreed"
---   (ARGV[9] is a ticket the waiter agreed on) or "propose" (it has none
---   yet: ARGV[9] is its arrival time in microseconds on its own clock,
---   proposed as its ticket), ARGV[9] that ticket or time, ARGV[10] how
---   long its place lasts, in ms (mode "queue"), ARGV[11] the rejoin delay
---   in ms (trust.lua, t_trust; negative, the rule off, counts as 0)
--- A mode of another name is an ERR error, before anything is read.
+--   "alone"), ARGV[7] its place's waiter id (mode "queue"), ARGV[8]
+--   ticket mode (mode "queue"): "agreed" (ARGV[9] is a ticket the waiter
+--   agreed on) or "propose" (it has none yet: ARGV[9] is its arrival time
+--   in microseconds on its own clock, proposed as its ticket), ARGV[9]
+--   that ticket or time, ARGV[10] how long its place lasts, in ms (mode
+--   "queue"), ARGV[11] the place's hand-over mode (mode "queue"):
+--   "handover" (the lock may be handed over to the place: ARGV[12] to
+--   ARGV[15] follow) or "none" (absent: "none"; the place is the id
+--   alone), ARGV[12] how long a lock handed over to it lasts, in ms,
+--   ARGV[13] the channel to announce that on ("-" for the lock's own),
+--   ARGV[14] the place's token and ARGV[15] its owner label (the value
+--   the lock is handed over with); the place stored is built from them
+--   (queue.lua, q_place, q_member), ARGV[16] the rejoin delay in ms
+--   (trust.lua, t_trust; negative, the rule off, counts as 0; always the
+--   last argument)
+-- A mode of another name is an ERR error, before anything is read; so is
+-- a place's field that q_place refuses (mode "queue").
 -- Reply: always {verdict, counter, ms, ticket, wait, why}, each field in
 -- its place and of its type whatever the verdict (a field the verdict
 -- does not use is "" or 0):
@@ -81,6 +89,9 @@ end
 -- brought and place_ttl are the ticket (or proposed time) the caller
 -- brings and how long its place lasts (mode "queue"; checked below).
 local brought, place_ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
+-- wid is the caller's place as stored (q_place; '' when it does not
+-- queue).
+local wid = ''
 if queue_mode == 'queue' then
   if ticket_mode ~= 'agreed' and ticket_mode ~= 'propose' then
     return redis.error_reply('ERR redlock acquire: ticket mode ' .. tostring(ticket_mode) .. ' is neither agreed nor propose')
@@ -90,15 +101,17 @@ if queue_mode == 'queue' then
   -- a time to keep the place (above 0).
   if (ARGV[7] or '') == '' then
     return redis.error_reply('ERR redlock acquire: queue mode queue needs a place')
+  end
+  local perr
+  wid, perr = q_place('acquire', ARGV[7], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15])
+  if not wid then
+    return redis.error_reply(perr)
   elseif not brought or brought < 0 or (ticket_mode == 'agreed' and brought <= 0) then
     return redis.error_reply('ERR redlock acquire: ticket mode ' .. ticket_mode .. ' needs a ticket above 0 (agreed) or a time not below 0 (propose), not ' .. tostring(ARGV[9]))
   elseif not place_ttl or place_ttl <= 0 then
     return redis.error_reply('ERR redlock acquire: queue mode queue needs how long the place lasts, in ms above 0, not ' .. tostring(ARGV[10]))
   end
 end
--- wid is the caller's place ('' when it does not queue).
-local wid = ''
-if queue_mode == 'queue' then wid = ARGV[7] end
 -- join takes or keeps the caller's place (queue.lua, q_join).
 local function join(now)
   return q_join(KEYS[3], KEYS[4], wid, ticket_mode == 'agreed', brought, place_ttl, now)
@@ -109,7 +122,7 @@ local function reply(verdict, counter, ms, ticket, wait, why)
 end
 -- gate is t_gate with its refusal {3, ms, why} as the "sitout" reply.
 local function gate()
-  local floor, refusal, checked = t_gate(KEYS[5], ARGV[11], given)
+  local floor, refusal, checked = t_gate(KEYS[5], ARGV[16], given)
   if not floor and type(refusal) == 'table' and refusal[1] == 3 then refusal = reply('sitout', '', refusal[2], 0, 0, refusal[3]) end
   return floor, refusal, checked
 end

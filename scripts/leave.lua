@@ -10,19 +10,28 @@
 -- KEYS[1] the lock key P{R}, KEYS[2] the fence counter P{R}:fence (a lock
 --   given up ends its lease: counter.lua, c_end), KEYS[3] and KEYS[4] the
 --   lock's wait queue, tickets P{R}:queue and expiries P{R}:queue:exp
--- ARGV[1] the waiter's place (its id, or the member of q_member), ARGV[2]
---   release channel, ARGV[3] the announcement's id, ARGV[4] mode: "give"
---   (the place leaves and gives up a lock handed over to it) or "leave"
---   (the place only leaves; absent: "leave")
+-- ARGV[1] the waiter's place's id, ARGV[2] release channel, ARGV[3] the
+--   announcement's id, ARGV[4] mode: "give" (the place leaves and gives
+--   up a lock handed over to it) or "leave" (the place only leaves;
+--   absent: "leave"), ARGV[5] the place's hand-over mode: "handover" (the
+--   place may be handed the lock: ARGV[6] to ARGV[9] follow) or "none"
+--   (absent: "none"; the place is the id alone), ARGV[6] the hand-over
+--   ttl in ms, ARGV[7] its channel ("-" for the lock's own), ARGV[8] the
+--   place's token and ARGV[9] its owner label; the place stored is built
+--   from them (queue.lua, q_place, q_member)
 -- Replies:
 --   1                      the waiter was queued here or held the lock
 --   0                      neither: nothing is changed
---   error ERR ...          a mode of another name (nothing is read)
+--   error ERR ...          a mode of another name, or a place's field
+--                          that q_place refuses (nothing is read)
 local mode = ARGV[4] or 'leave'
 if mode ~= 'give' and mode ~= 'leave' then
   return redis.error_reply('ERR redlock leave: mode ' .. mode .. ' is neither give nor leave')
 end
-local _, _, _, value = q_member(ARGV[1])
+-- place is the waiter's place as stored.
+local place, perr = q_place('leave', ARGV[1], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+if not place then return redis.error_reply(perr) end
+local _, _, _, value = q_member(place)
 local held = false
 if value and mode == 'give' then
   held = l_holds(redis.pcall('GET', KEYS[1]), l_token(value))
@@ -33,13 +42,13 @@ if err then
 end
 local queued = false
 if not err then
-  queued = redis.call('ZREM', KEYS[3], ARGV[1]) == 1
-  redis.call('ZREM', KEYS[4], ARGV[1])
+  queued = redis.call('ZREM', KEYS[3], place) == 1
+  redis.call('ZREM', KEYS[4], place)
 end
 if not queued and not held then
   return 0
 end
-if held or (first == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0) then
+if held or (first == place and redis.call('EXISTS', KEYS[1]) == 0) then
   if held then
     redis.call('DEL', KEYS[1])
     c_end(KEYS[1], KEYS[2])

@@ -40,8 +40,9 @@ func TestGrantingScriptsRefuseAnUnknownFloorMode(t *testing.T) {
 // TestScriptsRefuseAModeOrAModesValueTheyDoNotKnow: every named mode of
 // acquire, release and leave, and each value a mode needs (a floor that is
 // a counter, a place, a ticket above 0, a time to keep the place, an
-// announcement, a rejoin delay), is checked before anything is read: a
-// wrong one is an ERR saying which, and nothing is written.
+// announcement, a rejoin delay, a place's hand-over fields: queue.lua,
+// q_place), is checked before anything is read: a wrong one is an ERR
+// saying which, and nothing is written.
 func TestScriptsRefuseAModeOrAModesValueTheyDoNotKnow(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
@@ -49,14 +50,22 @@ func TestScriptsRefuseAModeOrAModesValueTheyDoNotKnow(t *testing.T) {
 	ctx := testutil.Context(t)
 	keys := []string{"p{r}", "p{r}:fence", "p{r}:queue", "p{r}:queue:exp", "p~trust:db0"}
 	// acquire's ARGV: token, owner, TTL, floor mode, floor, queue mode,
-	// place, ticket mode, ticket or time, place TTL, rejoin delay.
+	// place id, ticket mode, ticket or time, place TTL, the place's
+	// hand-over mode, hand-over TTL, channel, token and owner, rejoin
+	// delay.
 	acq := func(floorMode, floor, queueMode, place, ticketMode string, ticket, ttl any) []any {
-		return []any{"tok", "me", 1000, floorMode, floor, queueMode, place, ticketMode, ticket, ttl, -1}
+		return []any{"tok", "me", 1000, floorMode, floor, queueMode, place, ticketMode, ticket, ttl, "handover", 5000, "-", "ptok", "w", -1}
+	}
+	// acqPlace is a queued acquire whose place has the given id and
+	// hand-over fields.
+	acqPlace := func(id, mode string, handTTL any, ch, token, owner string) []any {
+		return []any{"tok", "me", 1000, "none", "", "queue", id, "agreed", 5, 1000, mode, handTTL, ch, token, owner, -1}
 	}
 	// release's ARGV: token, channel, announcement, announce mode,
-	// hand-over mode, delay, place mode, place.
-	rel := func(announce, id, handover, delay, placed, place string) []any {
-		return []any{"tok", "p{r}:released", id, announce, handover, delay, placed, place}
+	// hand-over mode, delay, place mode, place id, then the place's
+	// hand-over mode and fields (place, when given).
+	rel := func(announce, id, handover, delay, placed, place string, fields ...any) []any {
+		return append([]any{"tok", "p{r}:released", id, announce, handover, delay, placed, place}, fields...)
 	}
 	for _, tc := range []struct {
 		name string
@@ -84,6 +93,28 @@ func TestScriptsRefuseAModeOrAModesValueTheyDoNotKnow(t *testing.T) {
 		{"release: a place mode without a place", scripts.Release, rel("quiet", "", "none", "", "place", ""), "release: mode place needs a place"},
 		{"release: a hand-over without a delay", scripts.Release, rel("announce", "id", "handover", "", "none", ""), "release: mode handover needs a rejoin delay"},
 		{"leave: an unknown mode", scripts.Leave, []any{"w1", "p{r}:released", "id", "drop"}, "leave: mode drop is neither give nor leave"},
+		{"acquire: an unknown place hand-over mode", scripts.Acquire, acqPlace("w1", "handed", 5000, "-", "ptok", "w"), "acquire: place hand-over mode handed is neither handover nor none"},
+		{"acquire: a place id with a space", scripts.Acquire, acqPlace("w 1", "none", "", "", "", ""), "acquire: the place needs an id without spaces"},
+		{"acquire: a hand-over TTL of 0", scripts.Acquire, acqPlace("w1", "handover", 0, "-", "ptok", "w"), "acquire: place hand-over mode handover needs a ttl in ms above 0"},
+		{"acquire: a negative hand-over TTL", scripts.Acquire, acqPlace("w1", "handover", -5, "-", "ptok", "w"), "needs a ttl in ms above 0"},
+		{"acquire: a hand-over TTL that is no integer", scripts.Acquire, acqPlace("w1", "handover", "1.5", "-", "ptok", "w"), "needs a ttl in ms above 0"},
+		{"acquire: a hand-over TTL that is missing", scripts.Acquire, acqPlace("w1", "handover", "", "-", "ptok", "w"), "needs a ttl in ms above 0"},
+		{"acquire: a channel with a space", scripts.Acquire, acqPlace("w1", "handover", 5000, "p{r} x", "ptok", "w"), "acquire: place hand-over mode handover needs a channel without spaces"},
+		{"acquire: no channel", scripts.Acquire, acqPlace("w1", "handover", 5000, "", "ptok", "w"), "needs a channel without spaces"},
+		{"acquire: a place token with a space", scripts.Acquire, acqPlace("w1", "handover", 5000, "-", "p tok", "w"), "acquire: place hand-over mode handover needs a token without spaces"},
+		{"acquire: no place token", scripts.Acquire, acqPlace("w1", "handover", 5000, "-", "", "w"), "needs a token without spaces"},
+		{"acquire: no place owner", scripts.Acquire, acqPlace("w1", "handover", 5000, "-", "ptok", ""), "acquire: place hand-over mode handover needs an owner"},
+		{"release: an unknown place hand-over mode", scripts.Release, rel("quiet", "", "none", "", "place", "w1", "give", 5000, "-", "ptok", "w"), "release: place hand-over mode give is neither handover nor none"},
+		{"release: a place id with a space", scripts.Release, rel("quiet", "", "none", "", "place", "w 1", "none"), "release: the place needs an id without spaces"},
+		{"release: a hand-over TTL that is no number", scripts.Release, rel("quiet", "", "none", "", "place", "w1", "handover", "x", "-", "ptok", "w"), "release: place hand-over mode handover needs a ttl in ms above 0"},
+		{"release: a place token with a space", scripts.Release, rel("quiet", "", "none", "", "place", "w1", "handover", 5000, "-", "p tok", "w"), "release: place hand-over mode handover needs a token without spaces"},
+		{"release: no place owner", scripts.Release, rel("quiet", "", "none", "", "place", "w1", "handover", 5000, "-", "ptok", ""), "release: place hand-over mode handover needs an owner"},
+		{"leave: an unknown place hand-over mode", scripts.Leave, []any{"w1", "p{r}:released", "id", "give", "hand", 5000, "-", "ptok", "w"}, "leave: place hand-over mode hand is neither handover nor none"},
+		{"leave: a place id with a space", scripts.Leave, []any{"w 1", "p{r}:released", "id", "give", "none"}, "leave: the place needs an id without spaces"},
+		{"leave: no place id", scripts.Leave, []any{"", "p{r}:released", "id", "leave"}, "leave: the place needs an id without spaces"},
+		{"leave: a hand-over TTL of 0", scripts.Leave, []any{"w1", "p{r}:released", "id", "give", "handover", 0, "-", "ptok", "w"}, "leave: place hand-over mode handover needs a ttl in ms above 0"},
+		{"leave: a channel with a space", scripts.Leave, []any{"w1", "p{r}:released", "id", "give", "handover", 5000, "a b", "ptok", "w"}, "leave: place hand-over mode handover needs a channel without spaces"},
+		{"leave: no place owner", scripts.Leave, []any{"w1", "p{r}:released", "id", "give", "handover", 5000, "-", "ptok", ""}, "leave: place hand-over mode handover needs an owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m.FlushAll() // what an earlier case wrote (on scripts without the check)
@@ -97,4 +128,46 @@ func TestScriptsRefuseAModeOrAModesValueTheyDoNotKnow(t *testing.T) {
 			require.Empty(t, m.Keys(), "nothing written")
 		})
 	}
+}
+
+// TestAPlaceIsStoredAsItWasPacked: the scripts build a place's member
+// from its named fields (queue.lua, q_place) in the format the nodes
+// have always stored (q_member): "<id> <ttl ms> <channel> <token>
+// <owner>" for a place that may be handed the lock (an owner may hold
+// spaces), the id alone for one that may not; leave and release find the
+// place from the same fields.
+func TestAPlaceIsStoredAsItWasPacked(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := testutil.Context(t)
+	keys := []string{"p{r}", "p{r}:fence", "p{r}:queue", "p{r}:queue:exp", "p~trust:db0"}
+	held, err := c.Eval(ctx, scripts.Acquire.Source(), keys, "hold", "me", 60000, "none", "", "alone", "", "", 0, 0, "none", "", "", "", "", -1).Slice()
+	require.NoError(t, err)
+	require.Equal(t, "granted", held[0])
+	queue := func(id, mode string, handTTL any, ch, token, owner string) {
+		t.Helper()
+		reply, err := c.Eval(ctx, scripts.Acquire.Source(), keys, "tok-"+id, "me", 60000, "none", "", "queue", id, "propose", 0, 60000,
+			mode, handTTL, ch, token, owner, -1).Slice()
+		require.NoError(t, err)
+		require.Equal(t, "held", reply[0], "queued: %v", reply)
+	}
+	queue("w1", "handover", 30000, "-", "ptok1", "an owner")
+	queue("w2", "handover", 30000, "p{~inbox}:released", "ptok2", "w")
+	queue("w3", "none", "", "", "", "")
+	members, err := m.ZMembers("p{r}:queue")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"w1 30000 - ptok1 an owner", "w2 30000 p{~inbox}:released ptok2 w", "w3"}, members)
+
+	left, err := c.Eval(ctx, scripts.Leave.Source(), keys[:4], "w1", "p{r}:released", "id", "leave", "handover", 30000, "-", "ptok1", "an owner").Int()
+	require.NoError(t, err)
+	require.Equal(t, 1, left, "w1 was queued")
+	left, err = c.Eval(ctx, scripts.Leave.Source(), keys[:4], "w2", "p{r}:released", "id", "leave", "handover", 30000, "-", "ptok2", "w").Int()
+	require.NoError(t, err)
+	require.Equal(t, 0, left, "another channel is another place")
+	_, err = c.Eval(ctx, scripts.Release.Source(), keys[:4], "hold", "p{r}:released", "", "quiet", "none", "", "place", "w3", "none").Slice()
+	require.NoError(t, err)
+	members, err = m.ZMembers("p{r}:queue")
+	require.NoError(t, err)
+	require.Equal(t, []string{"w2 30000 p{~inbox}:released ptok2 w"}, members, "w1 left, w3 removed by the release")
 }

@@ -101,6 +101,37 @@ local function q_member(m)
   return id, tonumber(ttl), ch, value
 end
 
+-- q_place builds the member of a place (q_member) from its fields, the
+-- named arguments of the script that takes it (name, for its errors): id
+-- the waiter id, mode "handover" (the lock may be handed over to the
+-- place: ttl, ch, token and owner follow) or "none" (absent: "none"; the
+-- member is the id alone, the other fields are not read), ttl how long
+-- the lock is handed over for in ms, ch the channel to announce it on
+-- ("-" for the lock's own), token and owner the lock's value then. Each
+-- field is checked (no spaces in id, ttl, ch and token; ttl a positive
+-- integer; owner not empty): it returns the member, or nil and an ERR
+-- error. It reads and writes nothing.
+local function q_place(name, id, mode, ttl, ch, token, owner)
+  mode = mode or 'none'
+  if mode ~= 'handover' and mode ~= 'none' then
+    return nil, 'ERR redlock ' .. name .. ': place hand-over mode ' .. mode .. ' is neither handover nor none'
+  end
+  if not string.match(id or '', '^%S+$') then
+    return nil, 'ERR redlock ' .. name .. ': the place needs an id without spaces, not "' .. tostring(id) .. '"'
+  end
+  if mode == 'none' then return id end
+  if not string.match(ttl or '', '^[1-9]%d*$') then
+    return nil, 'ERR redlock ' .. name .. ': place hand-over mode handover needs a ttl in ms above 0, not "' .. tostring(ttl) .. '"'
+  elseif not string.match(ch or '', '^%S+$') then
+    return nil, 'ERR redlock ' .. name .. ': place hand-over mode handover needs a channel without spaces ("-" for the lock\'s own), not "' .. tostring(ch) .. '"'
+  elseif not string.match(token or '', '^%S+$') then
+    return nil, 'ERR redlock ' .. name .. ': place hand-over mode handover needs a token without spaces, not "' .. tostring(token) .. '"'
+  elseif (owner or '') == '' then
+    return nil, 'ERR redlock ' .. name .. ': place hand-over mode handover needs an owner'
+  end
+  return id .. ' ' .. ttl .. ' ' .. ch .. ' ' .. token .. ' ' .. owner
+end
+
 -- q_announce publishes the lock's release (id rel) on its channel ch, or
 -- its hand-over to waiter head with counter on the waiter's channel hch
 -- (with the lock key, kl, at the end) or, when that is "-", on the lock's.

@@ -18,9 +18,15 @@
 --   "none" (absent: "none"), ARGV[6] the rejoin delay in ms for a
 --   hand-over (trust.lua; negative counts as 0), ARGV[7] place mode:
 --   "place" (the caller names its own place in the wait queue) or "none"
---   (absent: "none"), ARGV[8] that place (mode "place"): removed, and its
---   token's lock (one handed over to the place) is released as the
---   caller's own
+--   (absent: "none"), ARGV[8] that place's waiter id (mode "place"):
+--   the place is removed, and its token's lock (one handed over to the
+--   place) is released as the caller's own, ARGV[9] the place's hand-over
+--   mode (mode "place"): "handover" (the place may be handed the lock:
+--   ARGV[10] to ARGV[13] follow) or "none" (absent: "none"; the place is
+--   the id alone), ARGV[10] the hand-over ttl in ms, ARGV[11] its channel
+--   ("-" for the lock's own), ARGV[12] the place's token and ARGV[13] its
+--   owner label; the place stored is built from them (queue.lua, q_place,
+--   q_member)
 -- Reply: always {verdict, heard, head, counter}, each field in its place
 -- and of its type whatever the verdict (one it does not use is "" or 0):
 --   verdict  "notheld"   the caller does not hold the lock here (its own
@@ -36,7 +42,8 @@
 --   counter  the new holder's counter ("handed"; else "")
 -- Errors:
 --   error WRONGTYPE ...    the lock key holds someone else's data
---   error ERR ...          a mode of another name (nothing is read)
+--   error ERR ...          a mode of another name, or a place's field
+--                          that q_place refuses (nothing is read)
 -- A lock it deletes ends its lease (counter.lua, c_end): the counter goes
 -- back to "V" for c_life, or a reader of a read-write lock leaves its
 -- readers index.
@@ -61,10 +68,15 @@ elseif placed == 'place' and (ARGV[8] or '') == '' then
 elseif handover == 'handover' and not tonumber(ARGV[6] or '') then
   return redis.error_reply('ERR redlock release: mode handover needs a rejoin delay in ms')
 end
--- place is the caller's own place ('' for none), delay the rejoin delay
--- of a hand-over ('' for none: q_give hands nothing over).
+-- place is the caller's own place as stored ('' for none: q_place),
+-- delay the rejoin delay of a hand-over ('' for none: q_give hands
+-- nothing over).
 local place, delay = '', ''
-if placed == 'place' then place = ARGV[8] end
+if placed == 'place' then
+  local perr
+  place, perr = q_place('release', ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13])
+  if not place then return redis.error_reply(perr) end
+end
 if handover == 'handover' then delay = ARGV[6] end
 local v, lerr = l_get(KEYS[1])
 if lerr then return lerr end

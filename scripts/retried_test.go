@@ -32,7 +32,7 @@ func TestARetriedGrantInItsLastMillisecondIsNotANewGrant(t *testing.T) {
 		left func(reply []any) any
 	}{
 		{"acquire", scripts.Acquire, append(base[:4:4], marker), "p{r}",
-			[]any{tok, "me", 1000, "none", "", "alone", "", "", 0, 0, -1},
+			[]any{tok, "me", 1000, "none", "", "alone", "", "", 0, 0, "none", "", "", "", "", -1},
 			func(r []any) any { return r[2] }},
 		{"acquire_all", scripts.AcquireAll, append(base[:4:4], marker), "p{r}",
 			[]any{"me", 1000, "none", "", tok, -1},

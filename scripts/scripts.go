@@ -153,9 +153,11 @@ var (
 	// counter (acquire.lua): KEYS = lock, fence, (optional) queue and
 	// queue expiries, (optional) marker; ARGV = token, owner, ttl ms,
 	// floor mode ("floor" or "none"), floor, queue mode ("queue" or
-	// "alone"), the caller's place, ticket mode ("agreed" or "propose"),
-	// the ticket or the arrival time in µs, place ttl ms, rejoin delay ms
-	// (trust.lua). Replies one array {verdict, counter,
+	// "alone"), the caller's place id, ticket mode ("agreed" or
+	// "propose"), the ticket or the arrival time in µs, place ttl ms, the
+	// place's fields (hand-over mode "handover" or "none", hand-over ttl
+	// ms, channel, token, owner: queue.lua, q_place), rejoin delay ms
+	// (trust.lua; always last). Replies one array {verdict, counter,
 	// ms, ticket, wait, why}, each field always in its place: "granted"
 	// with the counter as a decimal string (exact beyond 2^53, unlike a
 	// Lua number), "retried" when the token already held it (a retried
@@ -191,7 +193,9 @@ var (
 	// expiries, (optional) marker, and a reader's readers index last;
 	// ARGV = token, channel, announcement, announce mode ("announce" or
 	// "quiet"), hand-over mode ("handover" or "none"), rejoin delay ms for
-	// a hand-over, place mode ("place" or "none"), the caller's own place.
+	// a hand-over, place mode ("place" or "none"), the caller's own place
+	// id and its fields (hand-over mode "handover" or "none", hand-over
+	// ttl ms, channel, token, owner: queue.lua, q_place).
 	// Replies one array {verdict, heard, head, counter}, each field always
 	// in its place: "notheld" when the token does not hold the lock,
 	// "released" when it deleted it, "handed" when it handed it over to
@@ -203,9 +207,11 @@ var (
 	// Leave takes a waiter out of the wait queue, announcing the new head
 	// if the waiter was the head of a free lock or gave the lock up
 	// (leave.lua): KEYS = lock, fence, queue, queue expiries; ARGV =
-	// waiter's place, channel, announcement id, mode: "give" to give up a
-	// lock handed over to the place too, "leave" not to. Replies 1 when the waiter was queued or
-	// held the lock, else 0.
+	// waiter's place id, channel, announcement id, mode: "give" to give
+	// up a lock handed over to the place too, "leave" not to, then the
+	// place's fields (hand-over mode "handover" or "none", hand-over ttl
+	// ms, channel, token, owner: queue.lua, q_place). Replies 1 when the
+	// waiter was queued or held the lock, else 0.
 	Leave = newScript("leave", leaveSrc)
 	// Rehold sets the caller's own lock to a new value for a new TTL
 	// (rehold.lua): KEYS = lock, fence, (optional) marker; ARGV = holding

@@ -268,7 +268,7 @@ func script(c Call) (*scripts.Script, []string, []any) {
 	switch c.Op {
 	case "acquire":
 		return scripts.Acquire, []string{kLock, kFence, kLock + ":queue", kLock + ":queue:exp", kMarker},
-			[]any{c.Token, "owner", c.TTLms, "none", "", "alone", "", "", 0, 0, c.DelayMS}
+			[]any{c.Token, "owner", c.TTLms, "none", "", "alone", "", "", 0, 0, "none", "", "", "", "", c.DelayMS}
 	case "release":
 		return scripts.Release, []string{kLock, kFence}, []any{c.Token, kLock + ":released", "", "quiet"}
 	case "renew":
