@@ -68,18 +68,21 @@ func TestHoleRetriedGrantKeepsOnlyWhatTheLockHasLeft(t *testing.T) {
 
 // TestHoleValidityElapsedDuringTheAttempt pins the check at the end of an
 // attempt (issue 31, hole 5): every node answers that the token already
-// held the lock with 1 ms left, less than the drift (2.5 ms at 50 ms), so
+// held the lock with 1 ms left, less than the drift (32 ms at 3 s), so
 // the validity ended before the answers came. The attempt fails with the
 // reason "validity elapsed during the attempt", and no lease is made. The
-// mutant no-elapsed-check hands out a lease whose validity is over.
+// mutant no-elapsed-check hands out a lease whose validity is over. (The
+// lease is 3 s so that the node calls have a second: with 50 ms leases
+// they had 16 ms, and a loaded machine failed the attempt by timeouts,
+// with no reason: ci18.)
 func TestHoleValidityElapsedDuringTheAttempt(t *testing.T) {
 	mc := testutil.NewMiniCluster(t, 3)
 	var nodes []redlock.Node
 	for _, n := range mc.Nodes() {
 		nodes = append(nodes, hookNode{Node: n, hook: asRetry(1)})
 	}
-	l := newLocker(t, nodes, redlock.Config{LeaseDuration: 50 * time.Millisecond, ClockDriftFactor: 0.01})
-	lease, err := l.TryAcquire(testutil.Context(t), "hole-elapsed")
+	l := newLocker(t, nodes, redlock.Config{LeaseDuration: 3 * time.Second, ClockDriftFactor: 0.01})
+	lease, err := tryAcquire(t, l, "hole-elapsed")
 	if lease != nil {
 		ago := time.Since(lease.ValidUntil())
 		_ = lease.Release(context.Background())
