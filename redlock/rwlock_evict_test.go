@@ -1,7 +1,6 @@
 package redlock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -33,19 +32,6 @@ func requireKeyLost(t *testing.T, err error) {
 	require.ErrorContains(t, err, "records a live lease")
 }
 
-// retried runs try again while its attempt was decided by a timeout
-// (testutil.SlowAttempt: a busy machine), up to ten times.
-func retried(t *testing.T, try func(context.Context) (*redlock.Lease, error)) (*redlock.Lease, error) {
-	t.Helper()
-	for n := 1; ; n++ {
-		lease, err := try(testutil.Context(t))
-		if err == nil || n == 10 || !testutil.SlowAttempt(err) {
-			return lease, err
-		}
-		t.Logf("attempt %d timed out, trying again: %v", n, err)
-	}
-}
-
 // rwOnRealServers returns a Locker of evictLease leases on three real
 // servers with cfg's policy, and its read-write lock "doc".
 func rwOnRealServers(t *testing.T, conf ...string) (*testutil.RedisCluster, *redlock.Locker, *redlock.RWLock) {
@@ -68,7 +54,7 @@ func TestAnEvictedReadersIndexStillExcludesWritersAndReaders(t *testing.T) {
 	c, l, rw := rwOnRealServers(t, "maxmemory 64mb", "maxmemory-policy volatile-lru")
 	ctx := testutil.Context(t)
 	granted := time.Now()
-	r, err := retried(t, rw.TryAcquireShared)
+	r, err := testutil.Retried(t, rw.TryAcquireShared)
 	require.NoError(t, err)
 	r.Orphan()
 	for i := range c.Len() {
@@ -80,9 +66,9 @@ func TestAnEvictedReadersIndexStillExcludesWritersAndReaders(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "node %d: the readers index was evicted", i)
 	}
-	_, err = retried(t, rw.TryAcquire)
+	_, err = testutil.Retried(t, rw.TryAcquire)
 	requireKeyLost(t, err)
-	_, err = retried(t, rw.TryAcquireShared)
+	_, err = testutil.Retried(t, rw.TryAcquireShared)
 	requireKeyLost(t, err)
 	var w *redlock.Lease
 	require.Eventually(t, func() bool {
@@ -104,16 +90,16 @@ func TestAReaderReleasedAfterItsIndexWasEvictedKeepsTheOthersEnd(t *testing.T) {
 	c, l, rw := rwOnRealServers(t)
 	ctx := testutil.Context(t)
 	granted := time.Now()
-	dead, err := retried(t, rw.TryAcquireShared)
+	dead, err := testutil.Retried(t, rw.TryAcquireShared)
 	require.NoError(t, err)
 	dead.Orphan()
-	r, err := retried(t, rw.TryAcquireShared)
+	r, err := testutil.Retried(t, rw.TryAcquireShared)
 	require.NoError(t, err)
 	for i := range c.Len() {
 		require.NoError(t, c.Server(i).Do(ctx, "DEL", readersIndex(l)).Err())
 	}
 	require.NoError(t, r.Release(ctx))
-	_, err = retried(t, rw.TryAcquire)
+	_, err = testutil.Retried(t, rw.TryAcquire)
 	requireKeyLost(t, err)
 	require.Eventually(t, func() bool {
 		w, err := rw.TryAcquire(ctx)
@@ -134,12 +120,12 @@ func TestTheLastReadersReleaseLetsAWriterInAtOnce(t *testing.T) {
 	t.Parallel()
 	c, l, rw := rwOnRealServers(t)
 	ctx := testutil.Context(t)
-	r1, err := retried(t, rw.TryAcquireShared)
+	r1, err := testutil.Retried(t, rw.TryAcquireShared)
 	require.NoError(t, err)
-	r2, err := retried(t, rw.TryAcquireShared)
+	r2, err := testutil.Retried(t, rw.TryAcquireShared)
 	require.NoError(t, err)
 	require.NoError(t, r1.Release(ctx))
-	_, err = retried(t, rw.TryAcquire)
+	_, err = testutil.Retried(t, rw.TryAcquire)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	require.ErrorContains(t, err, "1 readers hold it")
 	require.NoError(t, r2.Release(ctx))
@@ -150,7 +136,7 @@ func TestTheLastReadersReleaseLetsAWriterInAtOnce(t *testing.T) {
 			return err == nil && n == 0
 		}, 10*time.Second, 10*time.Millisecond, "node %d: the last reader's release takes the index", i)
 	}
-	w, err := retried(t, rw.TryAcquire)
+	w, err := testutil.Retried(t, rw.TryAcquire)
 	require.NoError(t, err, "granted at once: the counter records no reader's end")
 	require.NoError(t, w.Release(ctx))
 }

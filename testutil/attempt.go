@@ -32,11 +32,18 @@ func SlowAttempt(err error) bool {
 // decided by a timeout (SlowAttempt), up to ten times.
 func TryAcquire(t testing.TB, l *redlock.Locker, resource string) (*redlock.Lease, error) {
 	t.Helper()
-	for try := 1; ; try++ {
-		lease, err := l.TryAcquire(Context(t), resource)
-		if err == nil || try == 10 || !SlowAttempt(err) {
+	return Retried(t, func(ctx context.Context) (*redlock.Lease, error) { return l.TryAcquire(ctx, resource) })
+}
+
+// Retried runs try, repeated while its attempt's outcome was decided by a
+// timeout (SlowAttempt), up to ten times.
+func Retried(t testing.TB, try func(context.Context) (*redlock.Lease, error)) (*redlock.Lease, error) {
+	t.Helper()
+	for n := 1; ; n++ {
+		lease, err := try(Context(t))
+		if err == nil || n == 10 || !SlowAttempt(err) {
 			return lease, err
 		}
-		t.Logf("attempt %d on %q timed out, trying again: %v", try, resource, err)
+		t.Logf("attempt %d timed out, trying again: %v", n, err)
 	}
 }
