@@ -73,12 +73,14 @@ func TestAcquireEndsWithItsContextWhenANodeHangs(t *testing.T) {
 	require.Less(t, took, bound+l.Config().NodeCallTimeout/2, "Acquire overran its context")
 }
 
-// countingNode counts the calls that start after closed is set.
+// countingNode counts the calls that start after closed is set, and tells
+// started (when set) that an acquire call began.
 type countingNode struct {
 	redlock.Node
-	delay  time.Duration
-	closed *atomic.Bool
-	late   *atomic.Int32
+	delay   time.Duration
+	closed  *atomic.Bool
+	late    *atomic.Int32
+	started chan<- struct{}
 }
 
 func (n countingNode) note() {
@@ -90,6 +92,12 @@ func (n countingNode) note() {
 func (n countingNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
 	n.note()
 	if s == scripts.Acquire {
+		if n.started != nil {
+			select {
+			case n.started <- struct{}{}:
+			default:
+			}
+		}
 		time.Sleep(n.delay)
 	}
 	return n.Node.Eval(ctx, s, keys, args...)
@@ -104,15 +112,20 @@ func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
 	var closed atomic.Bool
 	var late atomic.Int32
 	var nodes []redlock.Node
+	started := make(chan struct{}, 1)
 	for _, n := range c.Nodes() {
-		nodes = append(nodes, countingNode{Node: n, delay: 200 * time.Millisecond, closed: &closed, late: &late})
+		nodes = append(nodes, countingNode{Node: n, delay: 500 * time.Millisecond, closed: &closed, late: &late, started: started})
 	}
 	l, err := redlock.New(nodes, redlock.Config{LeaseDuration: 3 * time.Second})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var acqErr error
 	wg.Go(func() { _, acqErr = l.TryAcquire(testutil.Context(t), "closing") })
-	time.Sleep(50 * time.Millisecond) // the attempt's calls are running
+	select {
+	case <-started: // the attempt's calls are running
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt never called a node")
+	}
 	require.NoError(t, l.Close())
 	closed.Store(true)
 	wg.Wait()

@@ -101,7 +101,15 @@ func TestAttemptThatOutlivesItsValidityFailsAndIsCleanedUp(t *testing.T) {
 // releases it, never before.
 func TestAcquireWaitsForTheHolder(t *testing.T) {
 	c := testutil.NewMiniCluster(t, 3)
-	l := newLocker(t, c.Nodes(), fastRetry(redlock.Config{LeaseDuration: 2 * time.Second}))
+	refused := make(chan struct{}, 1)
+	l := newLocker(t, c.Nodes(), fastRetry(redlock.Config{LeaseDuration: 2 * time.Second, Observer: redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventAttempt && e.Err != nil {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+	})}))
 	holder, err := l.TryAcquire(testutil.Context(t), "queue")
 	require.NoError(t, err)
 
@@ -114,7 +122,11 @@ func TestAcquireWaitsForTheHolder(t *testing.T) {
 		}
 		got <- lease
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-refused: // the waiter tried while the holder held the lock
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter made no attempt")
+	}
 	released.Store(true)
 	require.NoError(t, holder.Release(context.Background()))
 	select {
@@ -187,7 +199,10 @@ func TestNoGoroutineOutlivesItsLease(t *testing.T) {
 
 	lease, err := l.TryAcquire(testutil.Context(t), "leak")
 	require.NoError(t, err)
-	time.Sleep(250 * time.Millisecond) // at least one renewal
+	first := lease.ValidUntil()
+	require.Eventually(t, func() bool { // at least one renewal (or the lease lost on a busy machine)
+		return lease.ValidUntil().After(first) || lease.Context().Err() != nil
+	}, 10*time.Second, time.Millisecond)
 	if err := lease.Release(context.Background()); err != nil {
 		// A renewal that missed its deadline on a busy machine loses the
 		// lease: that is allowed; leaking a goroutine is not.

@@ -142,7 +142,9 @@ func requireCode(t *testing.T, r result, code int, want string) {
 //	env        append the REDLOCK_* variables as JSON; exit $REDLOCK_E2E_EXIT
 //	interval   append "start <unixnano> <fence>", sleep $REDLOCK_E2E_SLEEP,
 //	           append "end <unixnano> <fence>"
-//	slot       like interval, with $REDLOCK_RESOURCE (the slot) for the fence
+//	slot       like interval, with $REDLOCK_RESOURCE (the slot) for the fence;
+//	           with $REDLOCK_E2E_PAIR=N, it first waits (10 s at most) until
+//	           another slot holder is inside too, or all N have started
 //	hang       append "pid <pid>", then sleep (forever, unless signalled)
 //	stubborn   like hang, but ignore SIGTERM
 //	deaf       like hang, but ignore SIGINT, SIGTERM and SIGHUP
@@ -188,6 +190,7 @@ func childMain(mode string) int {
 	case "slot":
 		d, _ := time.ParseDuration(os.Getenv("REDLOCK_E2E_SLEEP"))
 		write("start %d %s", time.Now().UnixNano(), os.Getenv(envResource))
+		pairUp(out)
 		time.Sleep(d)
 		write("end %d %s", time.Now().UnixNano(), os.Getenv(envResource))
 		return 0
@@ -231,6 +234,24 @@ func childMain(mode string) int {
 		return 0
 	}
 	return 99
+}
+
+// pairUp, for a slot holder under REDLOCK_E2E_PAIR=N, waits until out
+// shows another holder inside beside it (more starts than ends by two), or
+// N starts (no other holder will come), or 10 s have passed: two holders
+// overlap however the machine's load spreads the processes' starts.
+func pairUp(out string) {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv("REDLOCK_E2E_PAIR"), &n); err != nil {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(out)
+		starts, ends := bytes.Count(b, []byte("start ")), bytes.Count(b, []byte("end "))
+		if starts-ends >= 2 || starts >= n {
+			return
+		}
+	}
 }
 
 // childEnv is the environment that makes the test binary a COMMAND in mode

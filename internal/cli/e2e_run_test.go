@@ -287,9 +287,11 @@ func TestE2ERunSemaphore(t *testing.T) {
 	c := testutil.StartRedis(t, 3)
 	env := nodesEnv(c.URLs())
 	out := filepath.Join(t.TempDir(), "slots")
-	slotEnv := append(env, childEnv("slot", out, "REDLOCK_E2E_SLEEP=300ms")...)
-
 	const procs = 4
+	// Each COMMAND waits for a second one inside (pairUp), so that two
+	// overlap whatever the load does to the processes' starts.
+	slotEnv := append(env, childEnv("slot", out, "REDLOCK_E2E_SLEEP=300ms", fmt.Sprintf("REDLOCK_E2E_PAIR=%d", procs))...)
+
 	var wg sync.WaitGroup
 	results := make([]result, procs)
 	for p := range procs {
