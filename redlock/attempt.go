@@ -279,10 +279,14 @@ func (l *Locker) ask(ctx context.Context, rq request, o *outcome, w attemptHooks
 	if rest := rq.leases[1:]; len(rest) > 0 {
 		for _, ls := range rest {
 			ls.acquiring.Add(n)
+			for i := range n {
+				ls.busy[i].Add(1)
+			}
 		}
 		call = func(ctx context.Context, i int) (vote, error) {
 			defer func() {
 				for _, ls := range rest {
+					ls.busy[i].Add(-1)
 					ls.acquiring.Done()
 				}
 			}()
@@ -290,7 +294,7 @@ func (l *Locker) ask(ctx context.Context, rq request, o *outcome, w attemptHooks
 		}
 	}
 	var r round
-	r.replies, r.deadline = fanout(l, context.WithoutCancel(ctx), "acquire", l.allIdxs(), &first.acquiring, call)
+	r.replies, r.deadline = fanout(l, context.WithoutCancel(ctx), "acquire", l.allIdxs(), &first.acquiring, first.busy, call)
 	w.started(startedCalls{at: o.start, wg: &first.acquiring, over: r.deadline})
 	r.received, r.timedOut = gather(ctx, r.replies, r.deadline, n, func(rp reply[vote]) bool { return o.add(l, rp) })
 	if d := w.listen(o); d > 0 && r.received < n && !r.timedOut && ctx.Err() == nil {
@@ -485,7 +489,7 @@ func (ls *Lease) confirmFence(ctx context.Context, granted []int, counters []fen
 	// The fence step must end within the validity.
 	fctx, cancel := context.WithDeadline(ctx, validUntil)
 	defer cancel()
-	replies, deadline := fanout(l, context.WithoutCancel(ctx), "fence", granted, &ls.acquiring, func(ctx context.Context, i int) (bool, error) {
+	replies, deadline := fanout(l, context.WithoutCancel(ctx), "fence", granted, &ls.acquiring, ls.busy, func(ctx context.Context, i int) (bool, error) {
 		return fenceAt(ctx, l.nodes[i], ls.keys, ls.token, f, l.seedStep, l.gateFor(ctx, i).marker(ls.keys[0]))
 	})
 	var t tally

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,6 +159,52 @@ func (n lateNode) Eval(ctx context.Context, s *scripts.Script, keys []string, ar
 		n.releases.Add(1)
 	}
 	return n.Node.Eval(ctx, s, keys, args...)
+}
+
+// TestALeaseReleasesAtOnceWhereItHasNoCallAndLaterWhereItHas: a lease
+// granted by nodes 1 and 2 while its acquire call to node 0 is still
+// running is released on nodes 1 and 2 at once, and on node 0 only once
+// that call has ended (then in the background: a majority released it):
+// the late grant there does not outlive the lease, and the lock is free on
+// a majority without waiting for the late node.
+func TestALeaseReleasesAtOnceWhereItHasNoCallAndLaterWhereItHas(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			c := testutil.NewMiniCluster(t, 3)
+			gate := make(chan struct{})
+			var releases atomic.Int32
+			nodes := c.Nodes()
+			nodes[0] = lateNode{Node: nodes[0], gate: gate, releases: &releases}
+			cfg := redlock.Config{LeaseDuration: 3 * time.Second}
+			if !fair {
+				cfg.QueueTTL = -1
+			}
+			l := newLocker(t, nodes, cfg)
+			open := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(open) // before the Locker closes: its Close waits for the call
+			key := l.Key("late")
+			lease, err := l.TryAcquire(testutil.Context(t), "late")
+			require.NoError(t, err)
+			require.False(t, c.Server(0).Exists(key), "node 0's call is held")
+			done := make(chan error, 1)
+			go func() { done <- lease.Release(context.Background()) }()
+			require.Eventually(t, func() bool { return !c.Server(1).Exists(key) && !c.Server(2).Exists(key) },
+				10*time.Second, time.Millisecond, "not released at once on the nodes the lease has no call on")
+			require.Zero(t, releases.Load(), "released on node 0 before its call ended")
+			open() // node 0 grants now, late
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("Release did not return")
+			}
+			// Released on a majority, Release does not wait for node 0's
+			// answer: its release goes in the background.
+			require.Eventually(t, func() bool { return releases.Load() == 1 && !c.Server(0).Exists(key) },
+				10*time.Second, time.Millisecond, "the late grant outlived the lease")
+			require.Equal(t, int32(1), releases.Load(), "release calls to the late node")
+		})
+	}
 }
 
 // TestTheCleanUpCallsOnlyTheLateNodesThatMayHoldTheLock: an attempt that

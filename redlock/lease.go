@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,8 +58,15 @@ type Lease struct {
 	calls sync.WaitGroup
 
 	// acquiring counts the acquisition's node calls still running; the lock
-	// is released only after they finish, so no late grant can outlive it.
+	// is released on a node only after they finish, so no late grant can
+	// outlive it.
 	acquiring sync.WaitGroup
+	// busy counts, by node index, the lease's calls (acquisition, fence,
+	// renewal) not finished yet: its release goes at once to the nodes
+	// without one, and to the others once every call has ended. It is
+	// backed by inline for up to len(inline) nodes.
+	busy   []atomic.Int32
+	inline [5]atomic.Int32
 
 	mu            sync.Mutex
 	validUntil    time.Time
@@ -73,7 +81,7 @@ type Lease struct {
 func newLease(l *Locker, resource, token string) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	key := l.Key(resource)
-	return &Lease{
+	ls := &Lease{
 		locker:   l,
 		resource: resource,
 		key:      key,
@@ -84,6 +92,12 @@ func newLease(l *Locker, resource, token string) *Lease {
 		cancel:   cancel,
 		done:     make(chan struct{}),
 	}
+	if n := len(l.nodes); n <= len(ls.inline) {
+		ls.busy = ls.inline[:n]
+	} else {
+		ls.busy = make([]atomic.Int32, n)
+	}
+	return ls
 }
 
 // String describes the lease for logs with only a prefix of its token.
@@ -262,7 +276,21 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 	l := ls.locker
 	start := time.Now()
 	r := ls.hooks.release(releaseArgs{keys: ls.keys, token: ls.token, notify: ls.notify})
-	t := l.releaseOn(context.WithoutCancel(ctx), l.allIdxs(), r, majorityYes)
+	now, later := ls.idleNodes()
+	var t tally
+	if len(now) > 0 {
+		t = l.releaseOn(context.WithoutCancel(ctx), now, r, majorityYes)
+	}
+	ls.waitCalls()
+	switch {
+	case len(later) == 0:
+	case t.yes >= l.quorum:
+		// Released: the late nodes' answers change nothing, and Release
+		// does not wait for them (as for majorityYes's other calls).
+		ls.releaseLate(context.WithoutCancel(ctx), later, r)
+	default:
+		t = t.merge(l.releaseOn(context.WithoutCancel(ctx), later, r, majorityYes))
+	}
 	t = ls.releaseAgain(ctx, t, r)
 	if t.yes >= l.quorum {
 		r.done(time.Since(start))
@@ -280,6 +308,53 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 		l.emitCtx(ctx, ls.leaseEvent(Event{Kind: EventReleased, Granted: t.yes, Latency: time.Since(start), Held: held(at), Err: err}))
 	}
 	return err
+}
+
+// idleNodes splits the nodes into those the lease has no call running on
+// (its release goes there at once) and the others, whose acquisition,
+// fence or renewal call may still land: their release waits for it (a
+// paused node does not hold up the release, nor the hand-over, on the
+// rest). When the lease ends, no new call of it starts.
+func (ls *Lease) idleNodes() (now, later []int) {
+	n := len(ls.busy)
+	for i := range ls.busy {
+		if ls.busy[i].Load() > 0 {
+			later = append(later, i)
+		}
+	}
+	if len(later) == 0 {
+		return ls.locker.allIdxs(), nil
+	}
+	now = make([]int, 0, n-len(later))
+	for i := range ls.busy {
+		if !slices.Contains(later, i) {
+			now = append(now, i)
+		}
+	}
+	return now, later
+}
+
+// releaseLate releases the lock on the nodes idxs, whose calls of the
+// lease have ended, in the background (bounded by NodeCallTimeout), or
+// in the caller's goroutine when the Locker is closing. ctx carries the
+// release's values (its span) and is never cancelled.
+func (ls *Lease) releaseLate(ctx context.Context, idxs []int, r releasing) {
+	l := ls.locker
+	if !l.enter() {
+		l.releaseOn(ctx, idxs, r, allAnswers)
+		return
+	}
+	go func() {
+		defer l.bg.Done()
+		l.releaseOn(ctx, idxs, r, allAnswers)
+	}()
+}
+
+// waitCalls waits for the lease's renewal and acquisition calls still
+// running.
+func (ls *Lease) waitCalls() {
+	ls.calls.Wait()
+	ls.acquiring.Wait()
 }
 
 // releaseRetries is how many more times a lease's release calls the nodes
@@ -388,17 +463,18 @@ func (ls *Lease) ended() bool {
 	return ls.ending
 }
 
-// end finishes the lease, once, in its owner's goroutine: it waits for the
-// renewal and acquisition calls still running (so that none lands after),
-// releases the lock on the nodes unless the lease was orphaned (recording
-// the outcome in releaseErr), tells its hooks that it ended, and lets the
-// Locker forget it. ctx is Release's, bounding its retries (releaseNodes).
+// end finishes the lease, once, in its owner's goroutine: it releases the
+// lock on the nodes unless the lease was orphaned (recording the outcome
+// in releaseErr), on each node only once the lease's calls to it have
+// ended (so that none lands after), tells its hooks that it ended, and
+// lets the Locker forget it. ctx is Release's, bounding its retries
+// (releaseNodes).
 func (ls *Lease) end(ctx context.Context) {
 	l := ls.locker
-	ls.calls.Wait()
-	ls.acquiring.Wait()
 	orphaned := context.Cause(ls.ctx) == ErrLeaseOrphaned
-	if !orphaned {
+	if orphaned {
+		ls.waitCalls()
+	} else {
 		ls.releaseErr = ls.releaseNodes(ctx)
 	}
 	ls.hooks.ended(orphaned)
@@ -420,7 +496,7 @@ func (ls *Lease) renewCycle(octx context.Context, lossAt time.Time) (time.Time, 
 	n := len(l.nodes)
 	for {
 		start := time.Now()
-		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, func(ctx context.Context, i int) (bool, error) {
+		replies, deadline := fanout(l, ctx, "renew", l.allIdxs(), &ls.calls, ls.busy, func(ctx context.Context, i int) (bool, error) {
 			return renewAt(ctx, l.nodes[i], ls.keys, ls.token, l.cfg.LeaseDuration, l.seedStep, l.gateFor(ctx, i).marker(ls.keys[0]))
 		})
 		var votes tally

@@ -27,10 +27,11 @@ type reply[T any] struct {
 // (one context for the whole fan-out, not one per call). Replies arrive on
 // the returned channel, which has room for all of them; wg.Done runs after
 // each call. The second channel closes when the deadline passes or every
-// call has finished (then every reply is in the channel). Failed calls are
-// reported to the Observer as op.
-func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, fn func(ctx context.Context, i int) (T, error)) (<-chan reply[T], <-chan struct{}) {
-	f := &fan[T]{l: l, op: op, fn: fn, wg: wg, out: make(chan reply[T], len(idxs))}
+// call has finished (then every reply is in the channel). busy, when not
+// nil, counts each node's calls not finished (a lease's, Lease.busy).
+// Failed calls are reported to the Observer as op.
+func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sync.WaitGroup, busy []atomic.Int32, fn func(ctx context.Context, i int) (T, error)) (<-chan reply[T], <-chan struct{}) {
+	f := &fan[T]{l: l, op: op, fn: fn, wg: wg, busy: busy, out: make(chan reply[T], len(idxs))}
 	f.ctx, f.cancel = context.WithTimeout(ctx, l.cfg.NodeCallTimeout)
 	if len(idxs) == 0 {
 		f.cancel()
@@ -38,6 +39,11 @@ func fanout[T any](l *Locker, ctx context.Context, op string, idxs []int, wg *sy
 	}
 	f.left.Store(int32(len(idxs)))
 	wg.Add(len(idxs))
+	if busy != nil {
+		for _, i := range idxs {
+			busy[i].Add(1)
+		}
+	}
 	if len(idxs) == 1 && l.inline {
 		f.call(idxs[0]) // returns by the deadline: no hand-over needed
 		return f.out, f.ctx.Done()
@@ -55,6 +61,7 @@ type fan[T any] struct {
 	op     string
 	fn     func(ctx context.Context, i int) (T, error)
 	wg     *sync.WaitGroup
+	busy   []atomic.Int32
 	out    chan reply[T]
 	ctx    context.Context // the fan-out's deadline
 	cancel context.CancelFunc
@@ -63,7 +70,7 @@ type fan[T any] struct {
 
 // call makes the fan-out's call to node i and sends its reply.
 func (f *fan[T]) call(i int) {
-	defer f.wg.Done()
+	defer f.done(i)
 	l := f.l
 	nctx, start := l.beginNodeCall(f.ctx, f.op, i)
 	v, err := f.fn(nctx, i)
@@ -76,6 +83,14 @@ func (f *fan[T]) call(i int) {
 	if f.left.Add(-1) == 0 {
 		f.cancel()
 	}
+}
+
+// done counts call i finished.
+func (f *fan[T]) done(i int) {
+	if f.busy != nil {
+		f.busy[i].Add(-1)
+	}
+	f.wg.Done()
 }
 
 // gather reads up to n replies of a fan-out, passing each to take, until
@@ -127,6 +142,11 @@ func (t *tally) add(r reply[bool]) {
 	}
 }
 
+// merge adds the tally of the same operation on other nodes.
+func (t tally) merge(o tally) tally {
+	return tally{yes: t.yes + o.yes, no: t.no + o.no, errs: append(t.errs, o.errs...), silent: append(t.silent, o.silent...)}
+}
+
 // decided reports whether the answers so far settle the verdict among n
 // nodes: a majority said yes, or so many said no or failed that no
 // majority can.
@@ -152,7 +172,7 @@ func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, stop stopRule
 	var wg sync.WaitGroup
 	var t tally
 	answered := make([]bool, len(l.nodes))
-	replies, deadline := fanout(l, ctx, op, idxs, &wg, fn)
+	replies, deadline := fanout(l, ctx, op, idxs, &wg, nil, fn)
 	_, late := gather(ctx, replies, deadline, len(idxs), func(r reply[bool]) bool {
 		answered[r.idx] = true
 		if r.err != nil {

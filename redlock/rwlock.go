@@ -300,7 +300,7 @@ func (rw *RWLock) Inspect(ctx context.Context) (*RWStatus, error) {
 		st.Nodes[i] = RWNodeStatus{Addr: n.Addr(), Err: &NodeError{Addr: n.Addr(), Err: fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)}}
 	}
 	var wg sync.WaitGroup
-	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, rw.inspectNode)
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, nil, rw.inspectNode)
 	gather(ctx, replies, deadline, len(l.nodes), func(r reply[RWNodeStatus]) bool {
 		ns := r.val
 		ns.Addr, ns.Err = l.nodes[r.idx].Addr(), r.err

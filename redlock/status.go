@@ -70,7 +70,7 @@ func (l *Locker) Inspect(ctx context.Context, resource string) (*Status, error) 
 	}
 	var wg sync.WaitGroup
 	keys := lockKeys(key)
-	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, func(ctx context.Context, i int) (inspected, error) {
+	replies, deadline := fanout(l, ctx, "inspect", l.allIdxs(), &wg, nil, func(ctx context.Context, i int) (inspected, error) {
 		start := time.Now()
 		info, err := inspect(ctx, l.nodes[i], keys)
 		return inspected{info, time.Since(start)}, err

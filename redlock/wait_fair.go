@@ -619,7 +619,7 @@ func (l *Locker) rehold(ctx context.Context, key string, idxs []int, from string
 	keys := lockKeys(key)
 	wg := new(sync.WaitGroup)
 	start := time.Now()
-	replies, deadline := fanout(l, context.WithoutCancel(ctx), "rehold", idxs, wg, func(ctx context.Context, i int) (reheld, error) {
+	replies, deadline := fanout(l, context.WithoutCancel(ctx), "rehold", idxs, wg, nil, func(ctx context.Context, i int) (reheld, error) {
 		c, ok, err := rehold(ctx, l.nodes[i], keys, from, value, l.cfg.LeaseDuration, l.seedStep, l.gateFor(ctx, i))
 		return reheld{c, ok}, err
 	})
