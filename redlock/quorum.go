@@ -68,12 +68,17 @@ type fan[T any] struct {
 	left   atomic.Int32 // calls not finished; the last frees the deadline
 }
 
-// call makes the fan-out's call to node i and sends its reply.
+// call makes the fan-out's call to node i and sends its reply. The call
+// counts as finished in busy before its reply is sent: whoever reads the
+// reply sees no call of it running on node i.
 func (f *fan[T]) call(i int) {
-	defer f.done(i)
+	defer f.wg.Done()
 	l := f.l
 	nctx, start := l.beginNodeCall(f.ctx, f.op, i)
 	v, err := f.fn(nctx, i)
+	if f.busy != nil {
+		f.busy[i].Add(-1)
+	}
 	if err != nil {
 		err = &NodeError{Addr: l.nodes[i].Addr(), Err: err}
 		l.emitCtx(nctx, Event{Kind: EventNodeError, Node: l.nodes[i].Addr(), Op: f.op, Err: err})
@@ -83,14 +88,6 @@ func (f *fan[T]) call(i int) {
 	if f.left.Add(-1) == 0 {
 		f.cancel()
 	}
-}
-
-// done counts call i finished.
-func (f *fan[T]) done(i int) {
-	if f.busy != nil {
-		f.busy[i].Add(-1)
-	}
-	f.wg.Done()
 }
 
 // gather reads up to n replies of a fan-out, passing each to take, until
