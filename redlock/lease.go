@@ -282,13 +282,10 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 		t = l.releaseOn(context.WithoutCancel(ctx), now, r, majorityYes)
 	}
 	ls.waitCalls()
-	switch {
-	case len(later) == 0:
-	case t.yes >= l.quorum:
-		// Released: the late nodes' answers change nothing, and Release
-		// does not wait for them (as for majorityYes's other calls).
-		ls.releaseLate(context.WithoutCancel(ctx), later, r)
-	default:
+	if len(later) > 0 {
+		// Read as for the first nodes: a Release returns once these nodes
+		// answered too (or NodeCallTimeout passed), so that a lock its
+		// late calls left there is gone when it returns.
 		t = t.merge(l.releaseOn(context.WithoutCancel(ctx), later, r, majorityYes))
 	}
 	t = ls.releaseAgain(ctx, t, r)
@@ -332,22 +329,6 @@ func (ls *Lease) idleNodes() (now, later []int) {
 		}
 	}
 	return now, later
-}
-
-// releaseLate releases the lock on the nodes idxs, whose calls of the
-// lease have ended, in the background (bounded by NodeCallTimeout), or
-// in the caller's goroutine when the Locker is closing. ctx carries the
-// release's values (its span) and is never cancelled.
-func (ls *Lease) releaseLate(ctx context.Context, idxs []int, r releasing) {
-	l := ls.locker
-	if !l.enter() {
-		l.releaseOn(ctx, idxs, r, allAnswers)
-		return
-	}
-	go func() {
-		defer l.bg.Done()
-		l.releaseOn(ctx, idxs, r, allAnswers)
-	}()
 }
 
 // waitCalls waits for the lease's renewal and acquisition calls still
