@@ -142,9 +142,10 @@ func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
 // is set, and counts the Release calls it gets.
 type lateNode struct {
 	redlock.Node
-	gate     <-chan struct{}
-	failWith error
-	releases *atomic.Int32
+	gate      <-chan struct{}
+	failWith  error
+	releases  *atomic.Int32
+	onRelease func() // when set, called as each release call starts
 }
 
 func (n lateNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
@@ -157,6 +158,35 @@ func (n lateNode) Eval(ctx context.Context, s *scripts.Script, keys []string, ar
 		return n.Node.Eval(context.Background(), s, keys, args...)
 	case scripts.Release:
 		n.releases.Add(1)
+		if n.onRelease != nil {
+			n.onRelease()
+		}
+	}
+	return n.Node.Eval(ctx, s, keys, args...)
+}
+
+// heldReleaseNode holds each release call until the until channel closes
+// (or the call's deadline passes: counted in timedOut), after telling
+// started that it began.
+type heldReleaseNode struct {
+	redlock.Node
+	started  chan<- struct{}
+	until    <-chan struct{}
+	timedOut *atomic.Int32
+}
+
+func (n heldReleaseNode) Eval(ctx context.Context, s *scripts.Script, keys []string, args ...any) (any, error) {
+	if s == scripts.Release {
+		select {
+		case n.started <- struct{}{}:
+		default:
+		}
+		select {
+		case <-n.until:
+		case <-ctx.Done():
+			n.timedOut.Add(1)
+			return nil, ctx.Err()
+		}
 	}
 	return n.Node.Eval(ctx, s, keys, args...)
 }
@@ -200,6 +230,61 @@ func TestALeaseReleasesAtOnceWhereItHasNoCallAndLaterWhereItHas(t *testing.T) {
 			}
 			require.Equal(t, int32(1), releases.Load(), "release calls to the late node")
 			require.False(t, c.Server(0).Exists(key), "the late grant outlived the lease")
+		})
+	}
+}
+
+// TestTheLateNodesReleaseDoesNotWaitForTheOthersAnswers: the release of
+// a node the lease had to wait for (its acquire call to node 0 was still
+// running) starts as soon as that call ends, while the other nodes'
+// release calls are still running, not after their answers: an
+// uncontended release costs one round trip after the lease's last call,
+// not two. Here nodes 1 and 2 answer their release only once node 0's has
+// started.
+func TestTheLateNodesReleaseDoesNotWaitForTheOthersAnswers(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			c := testutil.NewMiniCluster(t, 3)
+			gate, lateReleased := make(chan struct{}), make(chan struct{})
+			started := make(chan struct{}, 2)
+			var releases, timedOut atomic.Int32
+			nodes := c.Nodes()
+			nodes[0] = lateNode{Node: nodes[0], gate: gate, releases: &releases,
+				onRelease: sync.OnceFunc(func() { close(lateReleased) })}
+			for i := 1; i < 3; i++ {
+				nodes[i] = heldReleaseNode{Node: nodes[i], started: started, until: lateReleased, timedOut: &timedOut}
+			}
+			cfg := redlock.Config{LeaseDuration: 20 * time.Second, NodeCallTimeout: 5 * time.Second}
+			if !fair {
+				cfg.QueueTTL = -1
+			}
+			l := newLocker(t, nodes, cfg)
+			open := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(open) // before the Locker closes: its Close waits for the call
+			key := l.Key("late")
+			lease, err := l.TryAcquire(testutil.Context(t), "late")
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- lease.Release(context.Background()) }()
+			for range 2 {
+				select {
+				case <-started:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the release did not start at once on nodes 1 and 2")
+				}
+			}
+			open() // node 0's acquire call ends: its release may start
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("Release did not return")
+			}
+			require.Zero(t, timedOut.Load(), "node 0's release waited for the answers of nodes 1 and 2")
+			require.Equal(t, int32(1), releases.Load(), "release calls to the late node")
+			for i := range 3 {
+				require.False(t, c.Server(i).Exists(key), "node %d still holds the lock", i)
+			}
 		})
 	}
 }

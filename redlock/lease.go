@@ -277,17 +277,17 @@ func (ls *Lease) releaseNodes(ctx context.Context) error {
 	start := time.Now()
 	r := ls.hooks.release(releaseArgs{keys: ls.keys, token: ls.token, notify: ls.notify})
 	now, later := ls.idleNodes()
-	var t tally
-	if len(now) > 0 {
-		t = l.releaseOn(context.WithoutCancel(ctx), now, r, majorityYes)
-	}
-	ls.waitCalls()
+	rctx := context.WithoutCancel(ctx)
+	first := l.startRelease(rctx, now, r)
+	ls.waitCalls() // while the first nodes release
+	var second *yesNoCalls
 	if len(later) > 0 {
-		// Read as for the first nodes: a Release returns once these nodes
-		// answered too (or NodeCallTimeout passed), so that a lock its
-		// late calls left there is gone when it returns.
-		t = t.merge(l.releaseOn(context.WithoutCancel(ctx), later, r, majorityYes))
+		second = l.startRelease(rctx, later, r)
 	}
+	// A Release returns once the nodes it waited for answered too (or
+	// NodeCallTimeout passed), so that a lock its late calls left there is
+	// gone when it returns.
+	t := first.count(rctx, majorityYes, second)
 	t = ls.releaseAgain(ctx, t, r)
 	if t.yes >= l.quorum {
 		r.done(time.Since(start))

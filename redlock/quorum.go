@@ -139,11 +139,6 @@ func (t *tally) add(r reply[bool]) {
 	}
 }
 
-// merge adds the tally of the same operation on other nodes.
-func (t tally) merge(o tally) tally {
-	return tally{yes: t.yes + o.yes, no: t.no + o.no, errs: append(t.errs, o.errs...), silent: append(t.silent, o.silent...)}
-}
-
 // decided reports whether the answers so far settle the verdict among n
 // nodes: a majority said yes, or so many said no or failed that no
 // majority can.
@@ -166,31 +161,112 @@ const (
 // tallies the answers, as stop says. It waits no longer than
 // NodeCallTimeout.
 func (l *Locker) yesNo(ctx context.Context, op string, idxs []int, stop stopRule, fn func(ctx context.Context, i int) (bool, error)) tally {
-	var wg sync.WaitGroup
-	var t tally
-	answered := make([]bool, len(l.nodes))
-	replies, deadline := fanout(l, ctx, op, idxs, &wg, nil, fn)
-	_, late := gather(ctx, replies, deadline, len(idxs), func(r reply[bool]) bool {
-		answered[r.idx] = true
-		if r.err != nil {
-			t.silent = append(t.silent, r.idx)
-		}
-		t.add(r)
-		return stop == majorityYes && t.yes >= l.quorum
-	})
-	if late || ctx.Err() != nil {
-		why := ctx.Err()
-		if why == nil {
-			why = fmt.Errorf("no answer within %s", l.cfg.NodeCallTimeout)
-		}
-		for _, i := range idxs {
-			if !answered[i] {
-				t.errs = append(t.errs, &NodeError{Addr: l.nodes[i].Addr(), Err: why})
-				t.silent = append(t.silent, i)
-			}
+	return l.startYesNo(ctx, op, idxs, fn).count(ctx, stop, nil)
+}
+
+// yesNoCalls is a yes/no operation whose calls are running (startYesNo);
+// count reads their answers.
+type yesNoCalls struct {
+	l        *Locker
+	idxs     []int
+	wg       sync.WaitGroup
+	replies  <-chan reply[bool]
+	deadline <-chan struct{}
+}
+
+// startYesNo starts a yes/no operation's calls to the nodes with the given
+// indexes, under one NodeCallTimeout deadline from now.
+func (l *Locker) startYesNo(ctx context.Context, op string, idxs []int, fn func(ctx context.Context, i int) (bool, error)) *yesNoCalls {
+	c := &yesNoCalls{l: l, idxs: idxs}
+	c.replies, c.deadline = fanout(l, ctx, op, idxs, &c.wg, nil, fn)
+	return c
+}
+
+// count tallies the answers of the calls, and of then's when then is not
+// nil (calls of the same operation started later: a lease's release on
+// the nodes it had to wait for, Lease.releaseNodes), until the verdict is
+// decided as stop says and every call of then answered, ctx ends, or each
+// group's deadline passed; a node that gave no answer by then counts as
+// an error and is listed in silent. Both groups are read at once: a
+// majority stop needs no more answers of the first than the majority
+// lacks.
+func (c *yesNoCalls) count(ctx context.Context, stop stopRule, then *yesNoCalls) tally {
+	l := c.l
+	k := counting{l: l, answered: make([]bool, len(l.nodes)), groups: [2]*yesNoCalls{c, then}}
+	for g, x := range k.groups {
+		if x != nil && len(x.idxs) > 0 {
+			k.left[g], k.replies[g], k.deadline[g] = len(x.idxs), x.replies, x.deadline
 		}
 	}
-	return t
+	for k.left[0]+k.left[1] > 0 && !(stop == majorityYes && k.t.yes >= l.quorum && k.left[1] == 0) {
+		select {
+		case r := <-k.replies[0]:
+			k.take(0, r)
+		case r := <-k.replies[1]:
+			k.take(1, r)
+		case <-k.deadline[0]:
+			k.drain(0)
+		case <-k.deadline[1]:
+			k.drain(1)
+		case <-ctx.Done():
+			k.late(0, ctx.Err())
+			k.late(1, ctx.Err())
+		}
+	}
+	return k.t
+}
+
+// counting is count's state: the tally so far, the nodes that answered,
+// and for each group its calls not yet answered, its replies and its
+// deadline (nil once every call answered or the deadline passed).
+type counting struct {
+	l        *Locker
+	t        tally
+	answered []bool
+	groups   [2]*yesNoCalls
+	left     [2]int
+	replies  [2]<-chan reply[bool]
+	deadline [2]<-chan struct{}
+}
+
+// take counts one answer of group g.
+func (k *counting) take(g int, r reply[bool]) {
+	k.answered[r.idx] = true
+	if r.err != nil {
+		k.t.silent = append(k.t.silent, r.idx)
+	}
+	k.t.add(r)
+	if k.left[g]--; k.left[g] == 0 {
+		k.replies[g], k.deadline[g] = nil, nil
+	}
+}
+
+// drain runs when group g's deadline channel closed: time is up, or every
+// call finished and its reply is waiting. It counts the replies waiting
+// and the calls without one as late.
+func (k *counting) drain(g int) {
+	for k.left[g] > 0 {
+		select {
+		case r := <-k.replies[g]:
+			k.take(g, r)
+		default:
+			k.late(g, fmt.Errorf("no answer within %s", k.l.cfg.NodeCallTimeout))
+		}
+	}
+}
+
+// late counts group g's calls that gave no answer as failed, with why.
+func (k *counting) late(g int, why error) {
+	if k.left[g] == 0 {
+		return
+	}
+	for _, i := range k.groups[g].idxs {
+		if !k.answered[i] {
+			k.t.errs = append(k.t.errs, &NodeError{Addr: k.l.nodes[i].Addr(), Err: why})
+			k.t.silent = append(k.t.silent, i)
+		}
+	}
+	k.left[g], k.replies[g], k.deadline[g] = 0, nil, nil
 }
 
 // verdict is the outcome of a yes/no operation by token on resource: nil
@@ -208,7 +284,12 @@ func (l *Locker) verdict(op, resource string, t tally) error {
 // and what the waiting adds: wait.go) and hears each answer, which may
 // still come after releaseOn returned before every node answered.
 func (l *Locker) releaseOn(ctx context.Context, idxs []int, r releasing, stop stopRule) tally {
-	return l.yesNo(ctx, "release", idxs, stop, func(ctx context.Context, i int) (bool, error) {
+	return l.startRelease(ctx, idxs, r).count(ctx, stop, nil)
+}
+
+// startRelease starts releaseOn's calls; count reads their answers.
+func (l *Locker) startRelease(ctx context.Context, idxs []int, r releasing) *yesNoCalls {
+	return l.startYesNo(ctx, "release", idxs, func(ctx context.Context, i int) (bool, error) {
 		rp, err := release(ctx, l.nodes[i], r.args(ctx, i))
 		r.heard(i, rp)
 		return rp.released, err
