@@ -59,6 +59,20 @@ func (r *spanRecorder) all() []spanEvent {
 	return append([]spanEvent(nil), r.events...)
 }
 
+// settled reports whether every node call heard of has ended, one lease
+// has ended, and releases nodes answered a release.
+func (r *spanRecorder) settled(releases int) bool {
+	n := map[redlock.EventKind]int{}
+	released := 0
+	for _, ev := range r.all() {
+		n[ev.kind]++
+		if ev.kind == redlock.EventNodeCall && ev.e.Op == "release" {
+			released++
+		}
+	}
+	return n[redlock.EventNodeCallStart] == n[redlock.EventNodeCall] && n[redlock.EventLeaseEnd] == 1 && released == releases
+}
+
 // TestContextObserverGetsTheCallersContext: every event of an Acquire, its
 // attempts and node calls, and a Release, comes with the caller's context
 // or the one its start returned: the operations nest as spans do.
@@ -74,17 +88,7 @@ func TestContextObserverGetsTheCallersContext(t *testing.T) {
 	// does the release of a node whose acquire call was still running
 	// (it starts once that call has ended): every node answers one
 	// release.
-	require.Eventually(t, func() bool {
-		n := map[redlock.EventKind]int{}
-		released := 0
-		for _, ev := range rec.all() {
-			n[ev.kind]++
-			if ev.kind == redlock.EventNodeCall && ev.e.Op == "release" {
-				released++
-			}
-		}
-		return n[redlock.EventNodeCallStart] == n[redlock.EventNodeCall] && n[redlock.EventLeaseEnd] == 1 && released == 3
-	}, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return rec.settled(3) }, 10*time.Second, time.Millisecond)
 
 	made := map[int64]spanEvent{} // span -> its start
 	for _, ev := range rec.all() {

@@ -164,66 +164,83 @@ func (n *rwNode) run(c RWCall) Reply {
 	case "write":
 		return named(n.write(c))
 	case "withdraw":
-		if _, ok := n.st.Intents[c.ID]; !ok {
-			return intReply(0)
-		}
-		delete(n.st.Intents, c.ID)
-		if len(n.st.Intents) == 0 {
-			n.st.IntentExpMS = 0
-		}
-		return intReply(1)
+		return n.withdraw(c)
 	case "inspect":
 		return n.inspect(c)
 	case "renew-reader":
-		k := n.st.ReaderKeys[c.Token]
-		if !holdsKey(k, c.Token) {
-			return intReply(0)
-		}
-		k.ExpMS = n.ms() + c.TTLms
-		n.st.ReaderKeys[c.Token] = k
-		end := ceilDiv(n.now+c.TTLms*1000, 1000)
-		if _, ok := n.st.Readers[c.Token]; ok { // an index that is gone is not made again
-			n.st.Readers[c.Token] = end
-		}
-		n.span()
-		n.counter(func(m *node) { // U never goes down here (renew.lua)
-			if v, u := m.counter(); v == "" {
-				m.markOf(Call{Marker: true}) // the reader's lease names the marker
-				m.count("", "", end*1000)
-			} else {
-				m.store(v, max(u, end*1000))
-			}
-		})
-		return intReply(1)
+		return n.renewReader(c)
 	case "release-reader":
-		if !holdsKey(n.st.ReaderKeys[c.Token], c.Token) {
-			return released(false)
-		}
-		delete(n.st.ReaderKeys, c.Token)
-		if _, ok := n.st.Readers[c.Token]; !ok {
-			return released(true) // the index was evicted: U stays (counter.lua, c_end)
-		}
-		delete(n.st.Readers, c.Token)
-		if len(n.st.Readers) == 0 {
-			n.st.ReadersExpMS = 0
-		}
-		n.counter(func(m *node) { // the index holds every live reader: U comes down
-			v, u := m.counter()
-			switch top := n.top(); {
-			case v == "" || u == 0:
-			case len(n.st.Readers) > 0 && top >= n.ms():
-				m.store(v, min(u, top*1000))
-			default:
-				m.store(v, 0)
-			}
-		})
-		return released(true)
+		return n.releaseReader(c)
 	case "release-writer":
 		var r Reply
 		n.st.Lock = n.on(n.st.Lock, func(m *node) { r = m.run(Call{Op: "release", Token: c.Token}) })
 		return r
 	}
 	panic("refnode: unknown rw step " + c.Op)
+}
+
+// withdraw is rw_withdraw.lua: a writer's intent taken back.
+func (n *rwNode) withdraw(c RWCall) Reply {
+	if _, ok := n.st.Intents[c.ID]; !ok {
+		return intReply(0)
+	}
+	delete(n.st.Intents, c.ID)
+	if len(n.st.Intents) == 0 {
+		n.st.IntentExpMS = 0
+	}
+	return intReply(1)
+}
+
+// renewReader is a reader's renew (renew.lua on its key): the key, its
+// index entry and the counter extended.
+func (n *rwNode) renewReader(c RWCall) Reply {
+	k := n.st.ReaderKeys[c.Token]
+	if !holdsKey(k, c.Token) {
+		return intReply(0)
+	}
+	k.ExpMS = n.ms() + c.TTLms
+	n.st.ReaderKeys[c.Token] = k
+	end := ceilDiv(n.now+c.TTLms*1000, 1000)
+	if _, ok := n.st.Readers[c.Token]; ok { // an index that is gone is not made again
+		n.st.Readers[c.Token] = end
+	}
+	n.span()
+	n.counter(func(m *node) { // U never goes down here (renew.lua)
+		if v, u := m.counter(); v == "" {
+			m.markOf(Call{Marker: true}) // the reader's lease names the marker
+			m.count("", "", end*1000)
+		} else {
+			m.store(v, max(u, end*1000))
+		}
+	})
+	return intReply(1)
+}
+
+// releaseReader is a reader's release (release.lua on its key): the key
+// and its index entry gone, the counter brought down.
+func (n *rwNode) releaseReader(c RWCall) Reply {
+	if !holdsKey(n.st.ReaderKeys[c.Token], c.Token) {
+		return released(false)
+	}
+	delete(n.st.ReaderKeys, c.Token)
+	if _, ok := n.st.Readers[c.Token]; !ok {
+		return released(true) // the index was evicted: U stays (counter.lua, c_end)
+	}
+	delete(n.st.Readers, c.Token)
+	if len(n.st.Readers) == 0 {
+		n.st.ReadersExpMS = 0
+	}
+	n.counter(func(m *node) { // the index holds every live reader: U comes down
+		v, u := m.counter()
+		switch top := n.top(); {
+		case v == "" || u == 0:
+		case len(n.st.Readers) > 0 && top >= n.ms():
+			m.store(v, min(u, top*1000))
+		default:
+			m.store(v, 0)
+		}
+	})
+	return released(true)
 }
 
 // named gives a reply of read or write in the granting scripts' one
