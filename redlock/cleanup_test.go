@@ -282,9 +282,11 @@ func TestTheLateNodesReleaseDoesNotWaitForTheOthersAnswers(t *testing.T) {
 			}
 			require.Zero(t, timedOut.Load(), "node 0's release waited for the answers of nodes 1 and 2")
 			require.Equal(t, int32(1), releases.Load(), "release calls to the late node")
-			for i := range 3 {
-				require.False(t, c.Server(i).Exists(key), "node %d still holds the lock", i)
-			}
+			require.False(t, c.Server(0).Exists(key), "the late grant outlived the lease")
+			// Release needs a majority of the first nodes' answers, not
+			// all: the other's release may still be landing.
+			require.Eventually(t, func() bool { return !c.Server(1).Exists(key) && !c.Server(2).Exists(key) },
+				10*time.Second, time.Millisecond, "nodes 1 and 2 still hold the lock")
 		})
 	}
 }
