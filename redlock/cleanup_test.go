@@ -191,6 +191,36 @@ func (n heldReleaseNode) Eval(ctx context.Context, s *scripts.Script, keys []str
 	return n.Node.Eval(ctx, s, keys, args...)
 }
 
+// acquireWithACallHeld takes "late" with TryAcquire on a Locker over
+// nodes, whose node 0 holds its acquire call until gate closes (lateNode),
+// with cfg's queue on when fair. It returns the lock's key, the lease and
+// open, which closes gate once; open also runs at the test's clean-up,
+// before the Locker closes (its Close waits for the call).
+func acquireWithACallHeld(t *testing.T, nodes []redlock.Node, cfg redlock.Config, fair bool, gate chan struct{}) (string, *redlock.Lease, func()) {
+	t.Helper()
+	if !fair {
+		cfg.QueueTTL = -1
+	}
+	l := newLocker(t, nodes, cfg)
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	lease, err := l.TryAcquire(testutil.Context(t), "late")
+	require.NoError(t, err)
+	return l.Key("late"), lease, open
+}
+
+// requireReleased waits for a Release's result on done, at most within,
+// and requires that it succeeded.
+func requireReleased(t *testing.T, done <-chan error, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(within):
+		t.Fatal("Release did not return")
+	}
+}
+
 // TestALeaseReleasesAtOnceWhereItHasNoCallAndLaterWhereItHas: a lease
 // granted by nodes 1 and 2 while its acquire call to node 0 is still
 // running is released on nodes 1 and 2 at once, and on node 0 only once
@@ -205,16 +235,7 @@ func TestALeaseReleasesAtOnceWhereItHasNoCallAndLaterWhereItHas(t *testing.T) {
 			var releases atomic.Int32
 			nodes := c.Nodes()
 			nodes[0] = lateNode{Node: nodes[0], gate: gate, releases: &releases}
-			cfg := redlock.Config{LeaseDuration: 3 * time.Second}
-			if !fair {
-				cfg.QueueTTL = -1
-			}
-			l := newLocker(t, nodes, cfg)
-			open := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(open) // before the Locker closes: its Close waits for the call
-			key := l.Key("late")
-			lease, err := l.TryAcquire(testutil.Context(t), "late")
-			require.NoError(t, err)
+			key, lease, open := acquireWithACallHeld(t, nodes, redlock.Config{LeaseDuration: 3 * time.Second}, fair, gate)
 			require.False(t, c.Server(0).Exists(key), "node 0's call is held")
 			done := make(chan error, 1)
 			go func() { done <- lease.Release(context.Background()) }()
@@ -222,12 +243,7 @@ func TestALeaseReleasesAtOnceWhereItHasNoCallAndLaterWhereItHas(t *testing.T) {
 				10*time.Second, time.Millisecond, "not released at once on the nodes the lease has no call on")
 			require.Zero(t, releases.Load(), "released on node 0 before its call ended")
 			open() // node 0 grants now, late
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("Release did not return")
-			}
+			requireReleased(t, done, 10*time.Second)
 			require.Equal(t, int32(1), releases.Load(), "release calls to the late node")
 			require.False(t, c.Server(0).Exists(key), "the late grant outlived the lease")
 		})
@@ -254,16 +270,7 @@ func TestTheLateNodesReleaseDoesNotWaitForTheOthersAnswers(t *testing.T) {
 			for i := 1; i < 3; i++ {
 				nodes[i] = heldReleaseNode{Node: nodes[i], started: started, until: lateReleased, timedOut: &timedOut}
 			}
-			cfg := redlock.Config{LeaseDuration: 20 * time.Second, NodeCallTimeout: 5 * time.Second}
-			if !fair {
-				cfg.QueueTTL = -1
-			}
-			l := newLocker(t, nodes, cfg)
-			open := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(open) // before the Locker closes: its Close waits for the call
-			key := l.Key("late")
-			lease, err := l.TryAcquire(testutil.Context(t), "late")
-			require.NoError(t, err)
+			key, lease, open := acquireWithACallHeld(t, nodes, redlock.Config{LeaseDuration: 20 * time.Second, NodeCallTimeout: 5 * time.Second}, fair, gate)
 			done := make(chan error, 1)
 			go func() { done <- lease.Release(context.Background()) }()
 			for range 2 {
@@ -274,12 +281,7 @@ func TestTheLateNodesReleaseDoesNotWaitForTheOthersAnswers(t *testing.T) {
 				}
 			}
 			open() // node 0's acquire call ends: its release may start
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(20 * time.Second):
-				t.Fatal("Release did not return")
-			}
+			requireReleased(t, done, 20*time.Second)
 			require.Zero(t, timedOut.Load(), "node 0's release waited for the answers of nodes 1 and 2")
 			require.Equal(t, int32(1), releases.Load(), "release calls to the late node")
 			require.False(t, c.Server(0).Exists(key), "the late grant outlived the lease")
